@@ -1,0 +1,51 @@
+from django.contrib import admin
+
+from campaigns.models import Backend, Campaign, Endpoint, Run, RunStep, Transfer
+
+
+@admin.register(Backend)
+class BackendAdmin(admin.ModelAdmin):
+    list_display = ["name", "access_layer", "access_version", "unified_layer", "storage_layer", "last_updated"]
+    search_fields = ["name", "notes"]
+    list_filter = ["access_layer"]
+
+
+@admin.register(Endpoint)
+class EndpointAdmin(admin.ModelAdmin):
+    list_display = ["name", "backend", "url"]
+    list_filter = ["backend"]
+    search_fields = ["name", "url"]
+    filter_horizontal = ["hosts"]
+    # The token is a secret: never echo it back into the form.
+    exclude = ["bearer_token"]
+
+
+@admin.register(Campaign)
+class CampaignAdmin(admin.ModelAdmin):
+    list_display = ["name", "kind", "engine", "file_count", "file_size", "concurrency_steps", "last_updated"]
+    list_filter = ["kind", "engine"]
+    search_fields = ["name", "description"]
+    filter_horizontal = ["sources", "destinations"]
+
+
+class RunStepInline(admin.TabularInline):
+    model = RunStep
+    extra = 0
+    can_delete = False
+    readonly_fields = ["index", "concurrency", "started_at", "ended_at"]
+
+
+@admin.register(Run)
+class RunAdmin(admin.ModelAdmin):
+    list_display = ["id", "campaign", "state", "trigger", "started_at", "finished_at", "files_done", "files_failed"]
+    list_filter = ["state", "trigger", "campaign"]
+    readonly_fields = [f.name for f in Run._meta.fields]
+    inlines = [RunStepInline]
+
+
+@admin.register(Transfer)
+class TransferAdmin(admin.ModelAdmin):
+    list_display = ["run", "index", "step", "state", "size", "duration", "throughput_bps", "error_category"]
+    list_filter = ["state", "error_category"]
+    raw_id_fields = ["run", "source_endpoint", "destination_endpoint"]
+    show_full_result_count = False

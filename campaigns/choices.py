@@ -1,0 +1,102 @@
+"""Enumerations of the campaigns app: the vocabulary runs, transfers and forms share."""
+
+from django.db import models
+
+
+class AccessLayer(models.TextChoices):
+    XROOTD = "xrootd", "XRootD"
+    DCACHE = "dcache", "dCache"
+    EOS = "eos", "EOS"
+    STORM = "storm", "StoRM"
+    ECHO = "echo", "XRootD/Ceph (Echo)"
+    OTHER = "other", "Other"
+
+
+class CampaignKind(models.TextChoices):
+    TRANSFER = "transfer", "Transfers"
+    CHECKSUM_LOAD = "checksum_load", "Checksum load"
+
+
+class Engine(models.TextChoices):
+    GFAL2 = "gfal2", "gfal2"
+    FTS = "fts", "FTS3"
+
+
+class Direction(models.TextChoices):
+    FORWARD = "forward", "Sources → destinations"
+    REVERSE = "reverse", "Destinations → sources"
+    BOTH = "both", "Both ways, alternating"
+
+
+class TpcMode(models.TextChoices):
+    AUTO = "auto", "Plugin default"
+    PULL = "pull", "Third-party pull"
+    PUSH = "push", "Third-party push"
+    STREAMED = "streamed", "Streamed through the client"
+
+
+class ChecksumMode(models.TextChoices):
+    NONE = "none", "None"
+    SOURCE = "source", "Source only"
+    TARGET = "target", "Target only"
+    BOTH = "both", "Source and target"
+
+
+class ChecksumAlgorithm(models.TextChoices):
+    ADLER32 = "adler32", "adler32"
+    CRC32 = "crc32", "crc32"
+    MD5 = "md5", "md5"
+
+
+class RunState(models.TextChoices):
+    PENDING = "pending", "Pending"
+    RUNNING = "running", "Running"
+    CANCELLING = "cancelling", "Cancelling"
+    SUCCEEDED = "succeeded", "Succeeded"
+    FAILED = "failed", "Failed"
+    CANCELLED = "cancelled", "Cancelled"
+
+
+ACTIVE_RUN_STATES = (RunState.PENDING, RunState.RUNNING, RunState.CANCELLING)
+FINAL_RUN_STATES = (RunState.SUCCEEDED, RunState.FAILED, RunState.CANCELLED)
+
+
+class RunTrigger(models.TextChoices):
+    WEB = "web", "Web"
+    API = "api", "API"
+    COMMAND = "command", "Command"
+    SCHEDULE = "schedule", "Schedule"
+    DEMO = "demo", "Demo site"
+
+
+class TransferState(models.TextChoices):
+    QUEUED = "queued", "Queued"
+    ACTIVE = "active", "Active"
+    SUCCEEDED = "succeeded", "Succeeded"
+    FAILED = "failed", "Failed"
+    CANCELLED = "cancelled", "Cancelled"
+    SKIPPED = "skipped", "Skipped (budget or stop)"
+
+
+FINAL_TRANSFER_STATES = (
+    TransferState.SUCCEEDED,
+    TransferState.FAILED,
+    TransferState.CANCELLED,
+    TransferState.SKIPPED,
+)
+
+
+class ErrorCategory(models.TextChoices):
+    NONE = "", "None"
+    CHECKSUM_MISMATCH = "checksum_mismatch", "Checksum mismatch"
+    CHECKSUM_TIMEOUT = "checksum_timeout", "Checksum timeout"
+    TRANSFER_TIMEOUT = "transfer_timeout", "Transfer timeout"
+    HTTP_5XX = "http_5xx", "HTTP 5xx"
+    TPC_FAILURE = "tpc_failure", "TPC failure"
+    CONNECTION_REFUSED = "connection_refused", "Connection refused"
+    NO_SPACE = "no_space", "No space"
+    PERMISSION_DENIED = "permission_denied", "Permission denied"
+    NOT_FOUND = "not_found", "Not found"
+    FILE_EXISTS = "file_exists", "File exists"
+    CANCELLED = "cancelled", "Cancelled"
+    OTHER = "other", "Other"

@@ -1,0 +1,35 @@
+"""Enumerations of the collectors app."""
+
+from django.db import models
+
+
+class HostRole(models.TextChoices):
+    DOOR = "door", "Door / gateway"
+    POOL = "pool", "Pool / data server"
+    OSS = "oss", "Lustre OSS"
+    MDS = "mds", "Metadata server"
+    OTHER = "other", "Other"
+
+
+class EventKind(models.TextChoices):
+    CONFIG_CHANGE = "config_change", "Config change"
+    SERVICE_RESTART = "service_restart", "Service restart"
+    REBOOT = "reboot", "Reboot"
+    LOG_BURST = "log_burst", "Log burst"
+    NOTE = "note", "Note"
+    DEPLOY = "deploy", "Deploy"
+    RUN_START = "run_start", "Run start"
+    RUN_END = "run_end", "Run end"
+    FTS_CONFIG = "fts_config", "FTS config change"
+    SCHEDULE = "schedule", "Scheduler decision"
+
+
+# Kinds whose minutes are left out when an analysis trims around disturbances.
+DISTURBING_KINDS = (EventKind.CONFIG_CHANGE, EventKind.SERVICE_RESTART, EventKind.REBOOT, EventKind.DEPLOY)
+
+
+class EventSource(models.TextChoices):
+    COLLECTOR = "collector", "Collector"
+    OPERATOR = "operator", "Operator"
+    API = "api", "API"
+    STORAGEOPS = "storageops", "StorageOps"

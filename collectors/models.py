@@ -1,0 +1,143 @@
+"""What the hosts say: hosts, their metric samples, and the change & restart log."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
+from django.db import models
+from django.urls import reverse
+from django.utils import timezone
+
+from collectors import choices
+from storageops.models import BaseModel
+from storageops.validators import validate_http_url
+
+host_name_validator = RegexValidator(
+    r"^[a-z0-9][a-z0-9.\-_]{0,62}$",
+    "Use lower-case letters, digits, dots, dashes and underscores (it names the collector's queue).",
+)
+
+
+def validate_path_list(value: object) -> None:
+    if not isinstance(value, list) or not all(isinstance(p, str) and p.startswith("/") for p in value):
+        raise ValidationError('Give a list of absolute paths, e.g. ["/etc/xrootd/xrootd-door.cfg"].')
+
+
+def validate_services(value: object) -> None:
+    """[{"name": "xrootd", "process": "xrootd"} or {"name": ..., "pidfile": "/run/x.pid"}]."""
+    if not isinstance(value, list):
+        raise ValidationError('Give a list such as [{"name": "xrootd", "process": "xrootd"}].')
+    for item in value:
+        if not isinstance(item, dict) or not isinstance(item.get("name"), str) or not item["name"]:
+            raise ValidationError("Each watched service needs a name.")
+        if not set(item) <= {"name", "process", "pidfile", "systemd_unit"}:
+            raise ValidationError("A watched service takes only name, process, pidfile and systemd_unit.")
+        if not any(item.get(k) for k in ("process", "pidfile", "systemd_unit")):
+            raise ValidationError("Say how to find service %(name)r: process, pidfile or systemd_unit.",
+                                  params={"name": item["name"]})
+        if item.get("pidfile") and not str(item["pidfile"]).startswith("/"):
+            raise ValidationError("A pidfile must be an absolute path.")
+
+
+def validate_log_files(value: object) -> None:
+    """[{"path": "/var/log/xrootd/xrootd.log", "patterns": {"checksum_error": "regex"}}]."""
+    import re
+
+    if not isinstance(value, list):
+        raise ValidationError('Give a list such as [{"path": "/var/log/xrootd/door.log"}].')
+    for item in value:
+        if not isinstance(item, dict) or not str(item.get("path", "")).startswith("/"):
+            raise ValidationError("Each log file needs an absolute path.")
+        for name, pattern in (item.get("patterns") or {}).items():
+            try:
+                re.compile(pattern)
+            except (re.error, TypeError) as exc:
+                raise ValidationError("Pattern %(name)r is not a valid regular expression: %(err)s",
+                                      params={"name": name, "err": exc}) from None
+
+
+class Host(BaseModel):
+    """A storage server (door, pool, OSS) with an optional collector and node_exporter."""
+
+    name = models.CharField(max_length=63, unique=True, validators=[host_name_validator])
+    address = models.CharField(max_length=255, blank=True, help_text="FQDN or IP address.")
+    role = models.CharField(max_length=10, choices=choices.HostRole.choices, default="door")
+    node_exporter_url = models.CharField(
+        max_length=300, blank=True, validators=[validate_http_url],
+        help_text="e.g. http://door1.example.org:9100/metrics",
+    )
+    link_speed_bps = models.PositiveBigIntegerField(
+        "link speed (bit/s)", null=True, blank=True, help_text="For network saturation, e.g. 25000000000."
+    )
+    sample_interval = models.PositiveSmallIntegerField(
+        "sample interval (s)", default=5, validators=[MinValueValidator(1), MaxValueValidator(3600)]
+    )
+    watched_files = models.JSONField(default=list, blank=True, validators=[validate_path_list])
+    watched_services = models.JSONField(default=list, blank=True, validators=[validate_services])
+    log_files = models.JSONField(default=list, blank=True, validators=[validate_log_files])
+    collector_version = models.CharField(max_length=50, blank=True)
+    last_seen = models.DateTimeField(null=True, blank=True)
+    notes = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def get_absolute_url(self) -> str:
+        return reverse("collectors:host_detail", args=[self.pk])
+
+    @property
+    def queue(self) -> str:
+        return f"host.{self.name}"
+
+
+class MetricSample(models.Model):
+    """One value of one metric of one host at one time (label: device, interface or process)."""
+
+    host = models.ForeignKey(Host, on_delete=models.CASCADE, related_name="samples")
+    metric = models.CharField(max_length=64)
+    label = models.CharField(max_length=64, blank=True)
+    time = models.DateTimeField()
+    value = models.FloatField()
+
+    class Meta:
+        indexes = [models.Index(fields=["host", "metric", "time"], name="sample_host_metric_time_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.host_id} {self.metric}{{{self.label}}}={self.value}"
+
+
+class Event(models.Model):
+    """The change & restart log of the storage side (and StorageOps' own run starts/ends)."""
+
+    time = models.DateTimeField(default=timezone.now, db_index=True)
+    kind = models.CharField(max_length=20, choices=choices.EventKind.choices)
+    source = models.CharField(max_length=12, choices=choices.EventSource.choices, default="operator")
+    host = models.ForeignKey(Host, null=True, blank=True, on_delete=models.SET_NULL, related_name="events")
+    backend = models.ForeignKey(
+        "campaigns.Backend", null=True, blank=True, on_delete=models.SET_NULL, related_name="events"
+    )
+    endpoint = models.ForeignKey(
+        "campaigns.Endpoint", null=True, blank=True, on_delete=models.SET_NULL, related_name="events"
+    )
+    run = models.ForeignKey(
+        "campaigns.Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="events"
+    )
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    who = models.CharField(max_length=150, blank=True, help_text="Who, kept even if the user is deleted.")
+    summary = models.CharField(max_length=300)
+    detail = models.TextField(blank=True)
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-time"]
+        indexes = [
+            models.Index(fields=["host", "time"], name="event_host_time_idx"),
+            models.Index(fields=["kind", "time"], name="event_kind_time_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.time:%Y-%m-%d %H:%M} {self.kind}: {self.summary}"

@@ -1,0 +1,31 @@
+"""The three roles of StorageOps as Django groups, and what each may do.
+
+viewer reads everything; operator also starts and cancels runs and logs events;
+admin may do everything (configuration included). Kept in one place so that the
+migration, the API permissions and the tests agree.
+"""
+
+from __future__ import annotations
+
+VIEWER = "viewer"
+OPERATOR = "operator"
+ADMIN = "admin"
+ROLES = (VIEWER, OPERATOR, ADMIN)
+
+APPS = ("campaigns", "collectors", "django_celery_beat")
+OPERATOR_EXTRA = ("campaigns.start_run", "campaigns.cancel_run", "collectors.add_event")
+
+
+def sync_groups(apps) -> None:
+    """Create or update the groups; safe to call again after new models or permissions."""
+    Group = apps.get_model("auth", "Group")
+    Permission = apps.get_model("auth", "Permission")
+    ours = Permission.objects.filter(content_type__app_label__in=APPS)
+    view = ours.filter(codename__startswith="view_")
+    operator_extra = [
+        ours.get(content_type__app_label=label.split(".")[0], codename=label.split(".")[1])
+        for label in OPERATOR_EXTRA
+    ]
+    Group.objects.get_or_create(name=VIEWER)[0].permissions.set(view)
+    Group.objects.get_or_create(name=OPERATOR)[0].permissions.set([*view, *operator_extra])
+    Group.objects.get_or_create(name=ADMIN)[0].permissions.set(ours)

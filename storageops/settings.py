@@ -1,0 +1,188 @@
+"""StorageOps settings, read from the environment (12-factor).
+
+Unset, everything falls back to embedded defaults that need no server: SQLite and a
+filesystem broker under var/. Set DATABASE_URL and CELERY_BROKER_URL and the same code
+runs on PostgreSQL and Redis.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+from storageops.env import env_bool, env_int, env_list, env_secret, env_str
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(env_str("STORAGEOPS_VAR_DIR", str(BASE_DIR / "var")))
+VAR_DIR.mkdir(parents=True, exist_ok=True)
+
+DEBUG = env_bool("DEBUG", False)
+_INSECURE_KEY = "insecure-development-key-change-me"
+SECRET_KEY = env_secret("SECRET_KEY", _INSECURE_KEY)
+if SECRET_KEY == _INSECURE_KEY and env_bool("STORAGEOPS_REQUIRE_SECRET_KEY", False):
+    raise ImproperlyConfigured("SECRET_KEY must be set (STORAGEOPS_REQUIRE_SECRET_KEY is on)")
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]"])
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "whitenoise.runserver_nostatic",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "django_filters",
+    "drf_spectacular",
+    "django_celery_beat",
+    "storageops",
+    "campaigns",
+    "collectors",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # Everything needs a login except views marked @login_not_required (login, /healthz,
+    # the API, whose own authentication answers 401/403 instead of redirecting).
+    "django.contrib.auth.middleware.LoginRequiredMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "storageops.urls"
+WSGI_APPLICATION = "storageops.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+_DEFAULT_DB = f"sqlite:///{VAR_DIR / 'storageops.sqlite3'}"
+try:
+    DATABASES = {"default": dj_database_url.parse(env_str("DATABASE_URL", _DEFAULT_DB), conn_max_age=60)}
+except ValueError as exc:
+    raise ImproperlyConfigured(f"DATABASE_URL is not a usable database URL: {exc}") from None
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # WAL and a busy timeout let the web process, the worker and beat share one file.
+    DATABASES["default"]["OPTIONS"] = {
+        "timeout": 30,
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        "transaction_mode": "IMMEDIATE",
+    }
+    DATABASES["default"]["CONN_MAX_AGE"] = 0
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "home"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "en-gb"
+TIME_ZONE = env_str("STORAGEOPS_TIME_ZONE", "UTC")
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = VAR_DIR / "static"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+}
+if DEBUG:
+    STORAGES["staticfiles"] = {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"}
+
+SESSION_COOKIE_HTTPONLY = True
+SECURE_CONTENT_TYPE_NOSNIFF = True
+X_FRAME_OPTIONS = "DENY"
+
+# --- Celery -------------------------------------------------------------------------------
+_BROKER_DIR = VAR_DIR / "broker"
+CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "filesystem://")
+if CELERY_BROKER_URL.startswith("filesystem://"):
+    _BROKER_DIR.mkdir(parents=True, exist_ok=True)
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "data_folder_in": str(_BROKER_DIR),
+        "data_folder_out": str(_BROKER_DIR),
+        "control_folder": str(VAR_DIR / "broker-control"),
+        "store_processed": False,
+    }
+    (VAR_DIR / "broker-control").mkdir(parents=True, exist_ok=True)
+    _DEFAULT_RESULTS = f"file://{VAR_DIR / 'results'}"
+    (VAR_DIR / "results").mkdir(parents=True, exist_ok=True)
+elif CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
+    # A task that waits for results (a run driver) must outlive Redis' default one-hour
+    # visibility timeout; run recovery is done from the database, not by redelivery.
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 12 * 3600}
+    _DEFAULT_RESULTS = CELERY_BROKER_URL
+else:
+    raise ImproperlyConfigured(
+        f"CELERY_BROKER_URL={CELERY_BROKER_URL!r}: use redis://host:port/db or filesystem://"
+    )
+CELERY_RESULT_BACKEND = env_str("CELERY_RESULT_BACKEND", _DEFAULT_RESULTS)
+CELERY_RESULT_EXPIRES = 24 * 3600
+CELERY_TASK_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_TIMEZONE = TIME_ZONE
+CELERY_TASK_DEFAULT_QUEUE = "control"
+CELERY_TASK_ROUTES = {
+    "campaigns.drive_run": {"queue": "transfers"},
+    "collectors.host.*": {"queue": "control"},
+}
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_ACKS_LATE = False
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
+
+# --- StorageOps ----------------------------------------------------------------------------
+# How long a run driver may be silent before another worker takes the run over.
+STORAGEOPS_RUN_LEASE_SECONDS = env_int("STORAGEOPS_RUN_LEASE_SECONDS", 30, minimum=5)
+STORAGEOPS_PROGRESS_SECONDS = env_int("STORAGEOPS_PROGRESS_SECONDS", 2, minimum=1, maximum=60)
+STORAGEOPS_MAX_CONCURRENCY = env_int("STORAGEOPS_MAX_CONCURRENCY", 2000, minimum=1)
+
+# --- REST framework ------------------------------------------------------------------------
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": ["rest_framework.authentication.SessionAuthentication"],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
+    "PAGE_SIZE": 100,
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "StorageOps API",
+    "DESCRIPTION": "Control plane for storage test campaigns, host collectors and the change log.",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env_str("STORAGEOPS_LOG_LEVEL", "INFO")},
+    # gfal2 logs every plugin load and credential look-up at INFO: keep its warnings only.
+    "loggers": {"gfal2": {"level": env_str("STORAGEOPS_GFAL2_LOG_LEVEL", "WARNING")}},
+}
