@@ -1,0 +1,24 @@
+# The two set-up commands of the README, and the short helpers around them.
+PY := .venv/bin/python
+export GFAL_PYTHONBIN := /usr/bin/python3
+
+.PHONY: run test lint check bench
+
+run:  ## the dashboard, a worker, beat and a demo site with two real XRootD servers
+	bash scripts/bootstrap.sh run
+	$(PY) manage.py runsite
+
+test:  ## the whole test suite (DATABASE_URL / CELERY_BROKER_URL are used when set)
+	bash scripts/bootstrap.sh test
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+lint:
+	.venv/bin/ruff check .
+	.venv/bin/ruff format --check .
+
+check: lint
+	$(PY) manage.py check
+	$(PY) manage.py makemigrations --check --dry-run
+
+bench:
+	$(PY) benchmarks/engine_scale.py

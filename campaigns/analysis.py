@@ -1,0 +1,188 @@
+"""Figures of a run: per step, per endpoint and per door, the way the sites' papers report them.
+
+Throughput is always bytes really moved divided by time really spent: a step's figure is
+the bytes of its successful copies over its active window (first start to last end), not
+a mean of per-file rates, which would overstate what the storage sustained.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter, defaultdict, deque
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from urllib.parse import urlsplit
+
+from campaigns.choices import TransferState
+from campaigns.models import Endpoint, Run, Transfer
+
+_FIELDS = (
+    "step", "state", "size", "bytes_transferred", "started_at", "finished_at", "duration", "error_category",
+    "source_endpoint_id", "destination_endpoint_id",
+)
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    """Nearest-rank percentile of sorted `values` (q in 0..100)."""
+    if not values:
+        return None
+    rank = max(1, math.ceil(q / 100.0 * len(values)))
+    return values[rank - 1]
+
+
+@dataclass
+class Aggregate:
+    ok: int = 0
+    failed: int = 0
+    skipped: int = 0
+    bytes: int = 0
+    first_start: datetime | None = None
+    last_end: datetime | None = None
+    durations: list[float] = field(default_factory=list)
+    errors: Counter = field(default_factory=Counter)
+
+    def add(self, state, size, moved, started, finished, duration, category) -> None:
+        if state == TransferState.SUCCEEDED:
+            self.ok += 1
+            self.bytes += moved or 0
+            if duration is not None:
+                self.durations.append(duration)
+        elif state == TransferState.FAILED:
+            self.failed += 1
+            self.errors[category or "other"] += 1
+        else:
+            self.skipped += 1
+        if started is not None and state in (TransferState.SUCCEEDED, TransferState.FAILED):
+            if self.first_start is None or started < self.first_start:
+                self.first_start = started
+            if finished is not None and (self.last_end is None or finished > self.last_end):
+                self.last_end = finished
+
+    @property
+    def window(self) -> float:
+        if self.first_start is None or self.last_end is None:
+            return 0.0
+        return max((self.last_end - self.first_start).total_seconds(), 0.0)
+
+    def as_dict(self) -> dict:
+        self.durations.sort()
+        attempted = self.ok + self.failed
+        window = self.window
+        return {
+            "files_ok": self.ok,
+            "files_failed": self.failed,
+            "files_skipped": self.skipped,
+            "bytes": self.bytes,
+            "window_seconds": round(window, 3),
+            "throughput_bps": (self.bytes / window) if window > 0 else None,
+            "success_rate": (self.ok / attempted) if attempted else None,
+            "duration_p50": percentile(self.durations, 50),
+            "duration_p95": percentile(self.durations, 95),
+            "errors": dict(self.errors.most_common()),
+            "start": self.first_start.isoformat() if self.first_start else None,
+            "end": self.last_end.isoformat() if self.last_end else None,
+        }
+
+
+def _rows(run: Run) -> Iterator[tuple]:
+    return Transfer.objects.filter(run=run).values_list(*_FIELDS).iterator(chunk_size=20000)
+
+
+def _door_names(endpoint_ids: Iterable[int]) -> dict[int, str]:
+    """A door is a host serving the endpoint; without registered hosts, the URL's host:port."""
+    names: dict[int, str] = {}
+    for ep in Endpoint.objects.filter(pk__in=set(endpoint_ids)).prefetch_related("hosts"):
+        hosts = sorted(h.name for h in ep.hosts.all())
+        names[ep.pk] = ",".join(hosts) if hosts else (urlsplit(ep.url).netloc or ep.name)
+    return names
+
+
+def run_summary(run: Run) -> dict:
+    """The totals, the step table, and the per-endpoint and per-door figures of a run."""
+    total = Aggregate()
+    steps: dict[int, Aggregate] = defaultdict(Aggregate)
+    by_destination: dict[int, Aggregate] = defaultdict(Aggregate)
+    by_source: dict[int, Aggregate] = defaultdict(Aggregate)
+    for step, state, size, moved, started, finished, duration, category, src, dst in _rows(run):
+        values = (state, size, moved, started, finished, duration, category)
+        total.add(*values)
+        if step is not None:
+            steps[step].add(*values)
+        by_destination[dst].add(*values)
+        by_source[src].add(*values)
+    concurrency = {s.index: s.concurrency for s in run.steps.all()}
+    endpoint_names = dict(Endpoint.objects.filter(pk__in={*by_source, *by_destination}).values_list("pk", "name"))
+    doors = _door_names({*by_source, *by_destination})
+    mode = (run.snapshot.get("parameters") or {}).get("tpc_mode", "auto")
+    # The door that does the work: the destination pulls (the default), the source pushes.
+    working_side = by_source if mode == "push" else by_destination
+    per_door: dict[str, Aggregate] = defaultdict(Aggregate)
+    for endpoint_id, agg in working_side.items():
+        door = per_door[doors.get(endpoint_id, str(endpoint_id))]
+        _merge(door, agg)
+    return {
+        "total": total.as_dict(),
+        "steps": [
+            {"step": index, "concurrency": concurrency.get(index), **steps[index].as_dict()}
+            for index in sorted(steps)
+        ],
+        "destinations": {endpoint_names.get(k, str(k)): v.as_dict() for k, v in by_destination.items()},
+        "sources": {endpoint_names.get(k, str(k)): v.as_dict() for k, v in by_source.items()},
+        "doors": {name: agg.as_dict() for name, agg in sorted(per_door.items())},
+        "door_side": "source" if mode == "push" else "destination",
+    }
+
+
+def _merge(into: Aggregate, other: Aggregate) -> None:
+    into.ok += other.ok
+    into.failed += other.failed
+    into.skipped += other.skipped
+    into.bytes += other.bytes
+    into.durations.extend(other.durations)
+    into.errors.update(other.errors)
+    for attr, pick in (("first_start", min), ("last_end", max)):
+        values = [v for v in (getattr(into, attr), getattr(other, attr)) if v is not None]
+        setattr(into, attr, pick(values) if values else None)
+
+
+def throughput_series(run: Run, bucket_seconds: int = 10) -> list[dict]:
+    """Bytes/s in fixed buckets, each copy's bytes spread evenly over its own duration."""
+    buckets: dict[int, float] = defaultdict(float)
+    origin = None
+    rows = (
+        Transfer.objects.filter(run=run, state=TransferState.SUCCEEDED)
+        .values_list("started_at", "finished_at", "bytes_transferred")
+        .order_by()
+        .iterator(chunk_size=20000)
+    )
+    for started, finished, moved in rows:
+        if started is None or finished is None or not moved:
+            continue
+        start, end = started.timestamp(), finished.timestamp()
+        origin = start if origin is None else min(origin, start)
+        span = max(end - start, 1e-9)
+        rate = moved / span
+        first, last = int(start // bucket_seconds), int(end // bucket_seconds)
+        for b in range(first, last + 1):
+            lo, hi = max(start, b * bucket_seconds), min(end, (b + 1) * bucket_seconds)
+            if hi > lo or span <= 1e-9:
+                buckets[b] += rate * (hi - lo) if span > 1e-9 else moved
+    return [
+        {"time": datetime.fromtimestamp(b * bucket_seconds).astimezone().isoformat(), "bps": v / bucket_seconds}
+        for b, v in sorted(buckets.items())
+    ]
+
+
+def rolling_average(values: Iterable[float], n: int = 50) -> list[float]:
+    """Rolling mean over the last n values (FZU's view: the average over 50 transfers)."""
+    window: deque[float] = deque()
+    total = 0.0
+    out = []
+    for v in values:
+        window.append(v)
+        total += v
+        if len(window) > n:
+            total -= window.popleft()
+        out.append(total / len(window))
+    return out

@@ -1,0 +1,1 @@
+"""Transfer engines: they move bytes and report one CopyResult per attempt."""

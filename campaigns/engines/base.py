@@ -1,0 +1,63 @@
+"""What every engine consumes and produces: copy jobs in, copy results out."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class CopyOptions:
+    """The campaign knobs that shape each copy, taken from the run's frozen snapshot."""
+
+    tpc_mode: str = "auto"
+    checksum_mode: str = "both"
+    checksum_algorithm: str = "adler32"
+    streams: int = 1
+    tcp_buffer_size: int = 0
+    timeout: int = 3600
+    overwrite: bool = True
+    create_parent: bool = True
+
+    @classmethod
+    def from_snapshot(cls, parameters: dict) -> CopyOptions:
+        return cls(**{name: parameters[name] for name in cls.__dataclass_fields__ if name in parameters})
+
+
+@dataclass(frozen=True)
+class EndpointCredentials:
+    """Per-endpoint secrets; never logged, never put in a result."""
+
+    url: str
+    bearer_token: str = ""
+    x509_proxy: str = ""
+    ca_dir: str = ""
+
+
+@dataclass(slots=True)
+class CopyJob:
+    id: int
+    index: int
+    source: str
+    destination: str
+    size: int
+    step: int
+    attempt: int
+
+
+@dataclass(slots=True)
+class CopyResult:
+    job: CopyJob
+    ok: bool
+    started: float  # epoch seconds
+    finished: float
+    duration: float  # monotonic seconds, immune to clock steps
+    code: int | None = None
+    message: str = ""
+    category: str = ""
+    source_checksum: str = ""
+    destination_checksum: str = ""
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def bytes(self) -> int:
+        return self.job.size if self.ok else 0

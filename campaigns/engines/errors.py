@@ -1,0 +1,69 @@
+"""Map an engine's error (errno and message) onto the error taxonomy of DESIGN.md.
+
+The raw message is always kept beside the category; the category is what the
+dashboards count, so the mapping errs on the side of "other" rather than guessing.
+Order matters: a checksum *timeout* is a timeout of the checksum stage, not a
+transfer timeout, and a TPC failure that says "connection refused" is still a refusal.
+"""
+
+from __future__ import annotations
+
+import errno as errno_codes
+import re
+
+from campaigns.choices import ErrorCategory
+
+_HTTP_5XX = re.compile(
+    r"\bHTTP[^0-9]{0,12}5\d\d\b"
+    r"|\b5\d\d (?:Internal|Bad Gateway|Service Unavailable|Gateway Timeout)"
+    r"|status(?: code)?[ :=]+5\d\d\b",
+    re.I,
+)
+_RULES: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"checksum.{0,40}(timed? ?out|timeout)|(timed? ?out|timeout).{0,40}checksum", re.I),
+     ErrorCategory.CHECKSUM_TIMEOUT),
+    (re.compile(r"checksum.{0,60}(do not match|mismatch|differ)|(mismatch|do not match).{0,40}checksum", re.I),
+     ErrorCategory.CHECKSUM_MISMATCH),
+    (re.compile(r"connection refused|ECONNREFUSED|could not connect|couldn't connect|Failed to connect", re.I),
+     ErrorCategory.CONNECTION_REFUSED),
+    (re.compile(r"no space|ENOSPC|quota exceeded|disk full|out of space", re.I), ErrorCategory.NO_SPACE),
+    (re.compile(r"permission denied|EACCES|not authori[sz]ed|forbidden|\b403\b|\b401\b|unauthori[sz]ed|"
+                r"operation not permitted", re.I), ErrorCategory.PERMISSION_DENIED),
+    (re.compile(r"file exists|EEXIST|already exists|overwrite is not enabled", re.I), ErrorCategory.FILE_EXISTS),
+    (re.compile(r"no such file|ENOENT|not found|\b404\b|does not exist", re.I), ErrorCategory.NOT_FOUND),
+    (re.compile(r"timed? ?out|timeout|ETIMEDOUT|Probably stalled|max time in queue", re.I),
+     ErrorCategory.TRANSFER_TIMEOUT),
+    (re.compile(r"cancel", re.I), ErrorCategory.CANCELLED),
+    (re.compile(r"\bTPC\b|third.party|3rd.party|tpc authori[sz]ation|delegat|COPY (?:request|failed)", re.I),
+     ErrorCategory.TPC_FAILURE),
+)
+_ERRNO: dict[int, str] = {
+    errno_codes.ECONNREFUSED: ErrorCategory.CONNECTION_REFUSED,
+    errno_codes.ENOSPC: ErrorCategory.NO_SPACE,
+    errno_codes.EDQUOT: ErrorCategory.NO_SPACE,
+    errno_codes.EACCES: ErrorCategory.PERMISSION_DENIED,
+    errno_codes.EPERM: ErrorCategory.PERMISSION_DENIED,
+    errno_codes.EEXIST: ErrorCategory.FILE_EXISTS,
+    errno_codes.ENOENT: ErrorCategory.NOT_FOUND,
+    errno_codes.ETIMEDOUT: ErrorCategory.TRANSFER_TIMEOUT,
+    errno_codes.ECANCELED: ErrorCategory.CANCELLED,
+}
+
+
+def categorize(code: int | None, message: str) -> str:
+    """Return the ErrorCategory value for an error code (errno) and message."""
+    text = message or ""
+    # Checksum problems are reported with EIO or other generic codes: read the text first.
+    for pattern, category in _RULES[:2]:
+        if pattern.search(text):
+            return category
+    if _HTTP_5XX.search(text):
+        return ErrorCategory.HTTP_5XX
+    if code in _ERRNO and code != errno_codes.ETIMEDOUT:
+        return _ERRNO[code]
+    for pattern, category in _RULES[2:]:
+        if pattern.search(text):
+            return category
+    if code in _ERRNO:
+        return _ERRNO[code]
+    return ErrorCategory.OTHER

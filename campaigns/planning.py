@@ -1,0 +1,126 @@
+"""Freeze a campaign into a run snapshot, and expand the snapshot into the file plan.
+
+The plan is a pure function of the snapshot and the run id, so a resumed run, a
+report and a reproduction all see the same files in the same order.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from dataclasses import dataclass
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from django.forms.models import model_to_dict
+
+from campaigns.models import Campaign, Endpoint
+
+PARAMETER_FIELDS = (
+    "name", "kind", "engine", "source_path", "destination_path", "create_sources", "file_count",
+    "file_size", "file_mix", "source_file_count", "direction", "tpc_mode", "checksum_mode",
+    "checksum_algorithm", "streams", "tcp_buffer_size", "timeout", "overwrite", "create_parent",
+    "retries", "concurrency_steps", "step_seconds", "step_files", "max_bytes", "max_duration",
+    "cancel_grace",
+)
+_SECRET_FIELDS = ("bearer_token",)
+
+
+def endpoint_snapshot(endpoint: Endpoint) -> dict:
+    data = model_to_dict(endpoint, exclude=[*_SECRET_FIELDS, "hosts"])
+    data["protocol"] = endpoint.protocol
+    data["has_token"] = bool(endpoint.bearer_token)
+    data["backend_name"] = endpoint.backend.name
+    data["hosts"] = [
+        {"id": h.pk, "name": h.name, "address": h.address, "role": h.role} for h in endpoint.hosts.all()
+    ]
+    return data
+
+
+def campaign_snapshot(campaign: Campaign) -> dict:
+    """Everything a run needs to execute and explain itself, secrets left out."""
+    sources = list(campaign.sources.select_related("backend").prefetch_related("hosts").order_by("pk"))
+    destinations = list(campaign.destinations.select_related("backend").prefetch_related("hosts").order_by("pk"))
+    backends = {ep.backend_id: ep.backend for ep in [*sources, *destinations]}
+    return {
+        "campaign_id": campaign.pk,
+        "parameters": {name: getattr(campaign, name) for name in PARAMETER_FIELDS},
+        "sources": [endpoint_snapshot(ep) for ep in sources],
+        "destinations": [endpoint_snapshot(ep) for ep in destinations],
+        "backends": [model_to_dict(b) for b in backends.values()],
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedTransfer:
+    index: int
+    source: str
+    destination: str
+    size: int
+    source_endpoint_id: int
+    destination_endpoint_id: int
+
+
+def with_query(url: str, extra: dict[str, object]) -> str:
+    """Add query parameters (mock:// takes its behaviour from them), keeping existing ones."""
+    parts = urlsplit(url)
+    query = dict(parse_qsl(parts.query))
+    query.update({k: str(v) for k, v in extra.items()})
+    return urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode(query), ""))
+
+
+def join(prefix: str, path: str) -> str:
+    """`path` below an endpoint URL prefix; a query on the prefix (mock://…?time=1) is kept."""
+    parts = urlsplit(prefix)
+    base = parts.path if parts.path.endswith("/") else parts.path + "/"
+    return urlunsplit((parts.scheme, parts.netloc, base + path.lstrip("/"), parts.query, ""))
+
+
+def file_sizes(parameters: dict, seed: int) -> list[int]:
+    """Sizes in plan order; a mix is shuffled (seeded) so every step sees every size."""
+    mix = parameters.get("file_mix") or []
+    if not mix:
+        return [parameters["file_size"]] * parameters["file_count"]
+    sizes = [item["size"] for item in mix for _ in range(item["count"])]
+    random.Random(seed).shuffle(sizes)
+    return sizes
+
+
+def source_path(parameters: dict, size: int, number: int) -> str:
+    return f"{parameters['source_path'].strip('/')}/{size}/src-{number:07d}"
+
+
+def destination_path(parameters: dict, run_id: int, index: int) -> str:
+    return f"{parameters['destination_path'].strip('/')}/run-{run_id}/f{index:07d}"
+
+
+def _url(endpoint: dict, path: str, size: int) -> str:
+    url = join(endpoint["url"], path)
+    if endpoint["protocol"] == "mock":
+        url = with_query(url, {"size": size})
+    return url
+
+
+def plan(snapshot: dict, run_id: int) -> Iterator[PlannedTransfer]:
+    """The run's transfers: sources and destinations taken in turn, direction applied."""
+    parameters = snapshot["parameters"]
+    sources, destinations = snapshot["sources"], snapshot["destinations"]
+    distinct = parameters.get("source_file_count")
+    for index, size in enumerate(file_sizes(parameters, seed=run_id)):
+        src, dst = sources[index % len(sources)], destinations[index % len(destinations)]
+        direction = parameters["direction"]
+        if direction == "reverse" or (direction == "both" and index % 2):
+            src, dst = dst, src
+        number = index % distinct if distinct else index
+        yield PlannedTransfer(
+            index=index,
+            source=_url(src, source_path(parameters, size, number), size),
+            destination=_url(dst, destination_path(parameters, run_id, index), size),
+            size=size,
+            source_endpoint_id=src["id"],
+            destination_endpoint_id=dst["id"],
+        )
+
+
+def source_files(snapshot: dict, run_id: int) -> dict[str, int]:
+    """Distinct source URLs of the plan and their sizes (what create_sources uploads)."""
+    return {t.source: t.size for t in plan(snapshot, run_id)}

@@ -1,0 +1,28 @@
+"""Celery tasks of the campaigns app: thin wrappers around the run services."""
+
+from __future__ import annotations
+
+from celery import shared_task
+from celery.signals import worker_ready
+from django.conf import settings
+
+from campaigns import runs
+from campaigns.driver import RunDriver
+
+
+@shared_task(name="campaigns.drive_run", ignore_result=True, acks_late=False)
+def drive_run(run_id: int) -> str:
+    # No time limit: a campaign may run for weeks. Liveness is the lease's job: a silent
+    # driver loses its run to the next worker after STORAGEOPS_RUN_LEASE_SECONDS.
+    return RunDriver(run_id).drive()
+
+
+@shared_task(name="campaigns.recover_runs", soft_time_limit=60, time_limit=90)
+def recover_runs() -> list[int]:
+    return runs.recover_stale_runs()
+
+
+@worker_ready.connect
+def _recover_after_start(sender=None, **kwargs) -> None:
+    # A worker that (re)starts looks for runs whose driver died, once their lease expired.
+    recover_runs.apply_async(countdown=settings.STORAGEOPS_RUN_LEASE_SECONDS + 1)

@@ -1,0 +1,10 @@
+from django.urls import path
+
+from collectors import views
+
+app_name = "collectors"
+urlpatterns = [
+    path("", views.HostListView.as_view(), name="host_list"),
+    path("<int:pk>/", views.HostDetailView.as_view(), name="host_detail"),
+    path("events/", views.EventListView.as_view(), name="event_list"),
+]

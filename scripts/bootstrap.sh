@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Set up a fresh Debian/Ubuntu machine for StorageOps: Debian packages when missing, a
+# virtual environment from Debian's python (gfal2's bindings are built for it), the pinned
+# requirements. Idempotent and quick when everything is already there.
+#   scripts/bootstrap.sh run    what `make run` needs
+#   scripts/bootstrap.sh test   plus what the tests need (chromium, node_exporter, fio, ...)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+purpose="${1:-run}"
+
+packages=(python3 python3-venv python3-gfal2 gfal2 gfal2-plugin-file gfal2-plugin-http
+          gfal2-plugin-xrootd gfal2-plugin-mock xrootd-server xrootd-client openssl util-linux)
+if [ "$purpose" = test ]; then
+    packages+=(chromium prometheus-node-exporter fio iperf3 procps)
+fi
+
+missing=()
+for pkg in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+    echo "Installing Debian packages: ${missing[*]}"
+    sudo_cmd=()
+    [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
+    "${sudo_cmd[@]}" apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+requirements=requirements.txt
+[ "$purpose" = test ] && requirements=requirements-dev.txt
+stamp=".venv/.installed-$purpose"
+if [ ! -x .venv/bin/python ]; then
+    # Debian's interpreter, not the first python3 on PATH: python3-gfal2 is built for it.
+    /usr/bin/python3 -m venv --system-site-packages .venv
+fi
+if [ ! -f "$stamp" ] || [ "$requirements" -nt "$stamp" ] || [ requirements.txt -nt "$stamp" ]; then
+    .venv/bin/python -m pip install -q --disable-pip-version-check -r "$requirements"
+    touch "$stamp"
+fi
+.venv/bin/python -c "import gfal2" || { echo "gfal2's Python bindings do not import in .venv" >&2; exit 1; }

@@ -1,0 +1,18 @@
+from django import template
+
+from storageops import units
+
+register = template.Library()
+register.filter("bytes", units.human_bytes)
+register.filter("rate", units.human_rate)
+register.filter("duration", units.human_duration)
+
+
+@register.filter
+def percent(value: float | None) -> str:
+    return "–" if value is None else f"{100.0 * value:.1f} %"
+
+
+@register.filter
+def get(mapping: dict, key: str):
+    return mapping.get(key) if isinstance(mapping, dict) else None

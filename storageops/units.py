@@ -1,0 +1,42 @@
+"""Human units for bytes, rates and durations (SI, as storage and network people quote them)."""
+
+from __future__ import annotations
+
+_PREFIXES = ("", "k", "M", "G", "T", "P", "E")
+
+
+def si(value: float | int | None, unit: str, precision: int = 3) -> str:
+    if value is None:
+        return "–"
+    value = float(value)
+    index = 0
+    while abs(value) >= 1000 and index < len(_PREFIXES) - 1:
+        value /= 1000.0
+        index += 1
+    return f"{value:.{precision}g} {_PREFIXES[index]}{unit}"
+
+
+def human_bytes(value: float | int | None) -> str:
+    return si(value, "B")
+
+
+def human_rate(value: float | None) -> str:
+    return si(value, "B/s")
+
+
+def human_duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "–"
+    seconds = float(seconds)
+    if seconds < 1:
+        return f"{seconds * 1000:.0f} ms"
+    if seconds < 90:
+        return f"{seconds:.1f} s"
+    minutes, secs = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    days, hours = divmod(hours, 24)
+    if days:
+        return f"{days} d {hours} h"
+    if hours:
+        return f"{hours} h {minutes:02d} min"
+    return f"{minutes} min {secs:02d} s"

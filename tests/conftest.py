@@ -1,0 +1,63 @@
+"""Shared fixtures: personas, a log folder, and real worker processes."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth.models import Group, User
+
+from storageops import roles
+from tests.support.workers import celery_worker
+
+
+@pytest.fixture(autouse=True)
+def _static_without_manifest(settings):
+    # The hashed manifest exists only after collectstatic; tests serve the source files.
+    settings.STORAGES = {
+        **settings.STORAGES,
+        "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    }
+
+
+def _user(username: str, role: str | None) -> User:
+    user = User.objects.create_user(username, password="correct horse battery staple")
+    if role:
+        user.groups.add(Group.objects.get(name=role))
+        user.is_staff = role == roles.ADMIN
+        user.save()
+    return user
+
+
+@pytest.fixture
+def viewer(db) -> User:
+    return _user("vera-viewer", roles.VIEWER)
+
+
+@pytest.fixture
+def operator(db) -> User:
+    return _user("otto-operator", roles.OPERATOR)
+
+
+@pytest.fixture
+def admin_user(db) -> User:
+    return _user("ada-admin", roles.ADMIN)
+
+
+@pytest.fixture
+def outsider(db) -> User:
+    return _user("olga-outsider", None)
+
+
+@pytest.fixture
+def log_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("logs")
+
+
+@pytest.fixture
+def worker(transactional_db, log_dir):
+    """A real Celery worker process consuming the control and transfers queues."""
+    process = celery_worker(log_dir)
+    try:
+        process.wait_for_log("ready.", timeout=60)
+        yield process
+    finally:
+        process.stop()

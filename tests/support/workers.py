@@ -1,0 +1,45 @@
+"""A real Celery worker process pointed at the test database and the configured broker."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+
+from django.db import connection
+
+from tests.support.processes import PYTHON, ManagedProcess
+
+
+def test_database_url() -> str:
+    """The URL of the database pytest-django created, for child processes."""
+    s = connection.settings_dict
+    if connection.vendor == "sqlite":
+        return f"sqlite:///{s['NAME']}"
+    host = s.get("HOST") or "127.0.0.1"
+    port = s.get("PORT") or 5432
+    auth = s["USER"] + (f":{s['PASSWORD']}" if s.get("PASSWORD") else "") + "@" if s.get("USER") else ""
+    return f"postgres://{auth}{host}:{port}/{s['NAME']}"
+
+
+def child_env(**overrides: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update({
+        "DJANGO_SETTINGS_MODULE": "storageops.settings",
+        "DATABASE_URL": test_database_url(),
+        "GFAL_PYTHONBIN": "/usr/bin/python3",
+        "PYTHONUNBUFFERED": "1",
+    })
+    env.update(overrides)
+    return env
+
+
+def celery_worker(
+    log_dir: Path, *, queues: str = "control,transfers", concurrency: int = 2, name: str | None = None, **env: str
+) -> ManagedProcess:
+    node = name or f"test-{uuid.uuid4().hex[:8]}"
+    argv = [
+        PYTHON, "-m", "celery", "-A", "storageops", "worker", "-Q", queues, "-c", str(concurrency),
+        "-n", f"{node}@%h", "--without-mingle", "--without-gossip", "-l", "info",
+    ]
+    return ManagedProcess(node, argv, child_env(**env), log_dir).start()

@@ -1,0 +1,48 @@
+"""Settings come from the environment and refuse bad values at start-up, naming the variable."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+
+from storageops.env import env_bool, env_int
+from tests.support.processes import PYTHON, ROOT
+
+
+def test_env_int_names_the_variable(monkeypatch):
+    monkeypatch.setenv("STORAGEOPS_X", "ten")
+    with pytest.raises(ImproperlyConfigured, match="STORAGEOPS_X='ten' is not an integer"):
+        env_int("STORAGEOPS_X", 1)
+    monkeypatch.setenv("STORAGEOPS_X", "0")
+    with pytest.raises(ImproperlyConfigured, match="below the minimum 1"):
+        env_int("STORAGEOPS_X", 1, minimum=1)
+
+
+def test_env_bool(monkeypatch):
+    monkeypatch.setenv("FLAG", "yes")
+    assert env_bool("FLAG", False) is True
+    monkeypatch.setenv("FLAG", "perhaps")
+    with pytest.raises(ImproperlyConfigured, match="FLAG='perhaps' is not a boolean"):
+        env_bool("FLAG", False)
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "message"),
+    [
+        ("CELERY_BROKER_URL", "amqp://guest@127.0.0.1//", "CELERY_BROKER_URL='amqp://guest@127.0.0.1//'"),
+        ("DATABASE_URL", "nosuchdb://x/y", "DATABASE_URL is not a usable database URL"),
+        ("STORAGEOPS_RUN_LEASE_SECONDS", "1", "STORAGEOPS_RUN_LEASE_SECONDS=1 is below the minimum 5"),
+        ("DEBUG", "maybe", "DEBUG='maybe' is not a boolean"),
+    ],
+)
+def test_bad_setting_stops_start_up(tmp_path, variable, value, message):
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CELERY_BROKER_URL")}
+    env.update({"STORAGEOPS_VAR_DIR": str(tmp_path), variable: value})
+    result = subprocess.run(
+        [PYTHON, "manage.py", "check"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode != 0
+    assert message in result.stderr
