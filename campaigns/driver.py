@@ -11,6 +11,7 @@ of a transfer in one place.
 from __future__ import annotations
 
 import logging
+import math
 import queue
 import threading
 import time
@@ -123,11 +124,12 @@ class RunDriver:
         grace = params.get("cancel_grace", 10)
         max_bytes, max_duration = params.get("max_bytes"), params.get("max_duration")
         run_started = run.started_at.timestamp()
+        mean_size = max(run.planned_bytes / max(run.planned_files, 1), 1.0)
 
         step = self._current_step(run, steps)
-        step_done = Transfer.objects.filter(
-            run_id=run.pk, step=step.index, state__in=[TransferState.SUCCEEDED, TransferState.FAILED]
-        ).count()
+        # A file-bounded step hands out exactly step_files transfers; the next step starts as
+        # soon as the last of them is claimed, so the slots never sit idle between steps.
+        step_claimed = Transfer.objects.filter(run_id=run.pk, step=step.index).count()
 
         self.work: queue.SimpleQueue[CopyJob | None] = queue.SimpleQueue()
         self.results: queue.SimpleQueue[CopyResult] = queue.SimpleQueue()
@@ -156,16 +158,14 @@ class RunDriver:
                     in_flight_bytes -= r.job.size
                     finished_planned += r.job.size
                     if r.ok:
+                        moved += r.bytes
                         recent.append((r.finished, r.bytes))
                 if pending and (len(pending) >= FLUSH_ROWS or now - last_flush >= FLUSH_SECONDS or stop):
                     delta = self._flush(pending, retries)
                     done += delta["done"]
                     failed += delta["failed"]
-                    moved += delta["bytes"]
                     if delta["requeued"]:
                         queue_empty = False
-                    step_done += sum(1 for r in pending if r.job.step == step.index and
-                                     (r.ok or r.category != "cancelled"))
                     pending.clear()
                     last_flush = now
 
@@ -181,7 +181,7 @@ class RunDriver:
                             recent.popleft()
                         window = min(THROUGHPUT_WINDOW, max(now - run_started, 1e-3))
                         rate = sum(b for _, b in recent) / window
-                        remaining = max(run.planned_bytes - moved - finished_planned, 0)
+                        remaining = max(run.planned_bytes - finished_planned, 0)
                         eta = remaining / rate if rate > 0 else None
                         progress = {
                             "active_transfers": in_flight, "throughput_bps": rate, "eta_seconds": eta,
@@ -202,20 +202,26 @@ class RunDriver:
                     elif max_bytes and moved + in_flight_bytes >= max_bytes:
                         stop = f"byte budget reached ({moved} of {max_bytes} bytes moved or in flight)"
                     elif (step_seconds and now - step.started_at.timestamp() >= step_seconds) or (
-                        step_files and step_done >= step_files
+                        step_files and step_claimed >= step_files
                     ):
                         if step.index + 1 < len(steps):
                             step = self._retrying(self._next_step, step, steps)
-                            step_done = 0
+                            step_claimed = 0
                         else:
                             stop = "concurrency sweep completed"
 
                 # 4. fill free slots
                 if stop is None and not queue_empty:
                     free = step.concurrency - in_flight
+                    if step_files:
+                        free = min(free, step_files - step_claimed)
+                    if max_bytes:
+                        # Hand out no more than the budget can still take (at most one file over).
+                        free = min(free, math.ceil((max_bytes - moved - in_flight_bytes) / mean_size))
                     if free > 0 and (free >= max(1, step.concurrency // 50) or now - last_claim >= 0.05):
                         jobs = self._retrying(transfer_store.claim, run.pk, free, step.index, self.executor)
                         last_claim = now
+                        step_claimed += len(jobs)
                         if len(jobs) < free:
                             queue_empty = True
                         self._ensure_threads(step.concurrency)

@@ -303,13 +303,16 @@ class RunStep(models.Model):
 class Transfer(models.Model):
     """One planned file copy; it ends with exactly one final state, however often it is tried."""
 
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="transfers")
+    # Few indexes on purpose: every state change of a transfer rewrites an entry in each of
+    # them, and at thousands of transfers a second that is the driver's main database cost.
+    # (run, index) is unique and leads with run, so run needs no index of its own.
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="transfers", db_index=False)
     index = models.PositiveIntegerField()
     step = models.PositiveSmallIntegerField(null=True, blank=True)
     source = models.TextField()
     destination = models.TextField()
-    source_endpoint = models.ForeignKey(Endpoint, on_delete=models.PROTECT, related_name="+")
-    destination_endpoint = models.ForeignKey(Endpoint, on_delete=models.PROTECT, related_name="+")
+    source_endpoint = models.ForeignKey(Endpoint, on_delete=models.PROTECT, related_name="+", db_index=False)
+    destination_endpoint = models.ForeignKey(Endpoint, on_delete=models.PROTECT, related_name="+", db_index=False)
     size = models.PositiveBigIntegerField(help_text="Planned bytes.")
     state = models.CharField(max_length=10, choices=choices.TransferState.choices, default="queued")
     attempt = models.PositiveSmallIntegerField(default=0)
@@ -329,9 +332,12 @@ class Transfer(models.Model):
         ordering = ["run", "index"]
         constraints = [models.UniqueConstraint(fields=["run", "index"], name="transfer_unique_index")]
         indexes = [
-            models.Index(fields=["run", "state", "index"], name="transfer_claim_idx"),
+            # Partial: a transfer leaves it when claimed and never comes back unless retried.
+            models.Index(fields=["run", "index"], name="transfer_queued_idx", condition=models.Q(state="queued")),
             models.Index(fields=["run", "finished_at"], name="transfer_run_time_idx"),
-            models.Index(fields=["run", "error_category"], name="transfer_run_error_idx"),
+            models.Index(
+                fields=["run", "error_category"], name="transfer_run_error_idx", condition=models.Q(state="failed")
+            ),
         ]
 
     def __str__(self) -> str:

@@ -27,6 +27,21 @@ _RECORD_SQL = (
     "throughput_bps=%s, error_category=%s, error_code=%s, error_message=%s, source_checksum=%s, "
     "destination_checksum=%s WHERE id=%s AND executor=%s AND state='active'"
 )
+_RECORD_SQL_PG = (
+    "UPDATE " + _TABLE + " AS t SET state=v.state, started_at=v.started_at, finished_at=v.finished_at, "  # noqa: S608
+    "duration=v.duration, bytes_transferred=v.moved, throughput_bps=v.throughput, error_category=v.category, "
+    "error_code=v.code, error_message=v.message, source_checksum=v.src_sum, destination_checksum=v.dst_sum "
+    "FROM unnest(%s::text[], %s::timestamptz[], %s::timestamptz[], %s::float8[], %s::bigint[], %s::float8[], "
+    "%s::text[], %s::integer[], %s::text[], %s::text[], %s::text[], %s::bigint[], %s::text[]) "
+    "AS v(state, started_at, finished_at, duration, moved, throughput, category, code, message, src_sum, dst_sum, "
+    "id, executor) WHERE t.id = v.id AND t.executor = v.executor AND t.state = 'active'"
+)
+# Claim the next queued rows in plan order and mark them active in one round trip.
+_CLAIM_SQL = (
+    "UPDATE " + _TABLE + " SET state='active', attempt=attempt+1, step=%s, executor=%s "  # noqa: S608
+    "WHERE id IN (SELECT id FROM " + _TABLE + " WHERE run_id=%s AND state='queued' ORDER BY index LIMIT %s) "
+    "RETURNING id, index, source, destination, size, attempt"
+)
 
 
 def insert_plan(run_id: int, planned: Iterable[PlannedTransfer]) -> int:
@@ -75,17 +90,21 @@ def claim(run_id: int, limit: int, step: int, executor: str) -> list[CopyJob]:
     """Mark up to `limit` queued transfers active for this executor and return them in order."""
     if limit <= 0:
         return []
-    rows = list(
-        Transfer.objects.filter(run_id=run_id, state=TransferState.QUEUED)
-        .order_by("index")
-        .values_list("id", "index", "source", "destination", "size", "attempt")[:limit]
-    )
-    if not rows:
-        return []
-    Transfer.objects.filter(id__in=[r[0] for r in rows]).update(
-        state=TransferState.ACTIVE, attempt=F("attempt") + 1, step=step, executor=executor
-    )
-    return [CopyJob(id=r[0], index=r[1], source=r[2], destination=r[3], size=r[4], step=step, attempt=r[5] + 1)
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(_CLAIM_SQL, [step, executor, run_id, limit])
+            rows = sorted(cursor.fetchall(), key=lambda r: r[1])
+    else:
+        rows = list(
+            Transfer.objects.filter(run_id=run_id, state=TransferState.QUEUED)
+            .order_by("index")
+            .values_list("id", "index", "source", "destination", "size", "attempt")[:limit]
+        )
+        Transfer.objects.filter(id__in=[r[0] for r in rows]).update(
+            state=TransferState.ACTIVE, attempt=F("attempt") + 1, step=step, executor=executor
+        )
+        rows = [(*r[:5], r[5] + 1) for r in rows]
+    return [CopyJob(id=r[0], index=r[1], source=r[2], destination=r[3], size=r[4], step=step, attempt=r[5])
             for r in rows]
 
 
@@ -125,7 +144,11 @@ def record(run_id: int, results: Sequence[CopyResult], retries: int, *, executor
         ))
     with transaction.atomic():
         with connection.cursor() as cursor:
-            cursor.executemany(_RECORD_SQL, rows)
+            if connection.vendor == "postgresql":
+                # One statement for the whole batch: a column a parameter, as arrays.
+                cursor.execute(_RECORD_SQL_PG, [list(column) for column in zip(*rows, strict=True)])
+            else:
+                cursor.executemany(_RECORD_SQL, rows)
         if done or failed or skipped:
             Run.objects.filter(pk=run_id).update(
                 files_done=F("files_done") + done, files_failed=F("files_failed") + failed,

@@ -5,10 +5,12 @@ from __future__ import annotations
 _PREFIXES = ("", "k", "M", "G", "T", "P", "E")
 
 
-def si(value: float | int | None, unit: str, precision: int = 3) -> str:
-    if value is None:
+def si(value: float | int | str | None, unit: str, precision: int = 3) -> str:
+    # Templates pass '' for a missing key (a run that has no summary yet): show a dash.
+    try:
+        value = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
         return "–"
-    value = float(value)
     index = 0
     while abs(value) >= 1000 and index < len(_PREFIXES) - 1:
         value /= 1000.0
@@ -24,10 +26,11 @@ def human_rate(value: float | None) -> str:
     return si(value, "B/s")
 
 
-def human_duration(seconds: float | None) -> str:
-    if seconds is None:
+def human_duration(seconds: float | str | None) -> str:
+    try:
+        seconds = float(seconds)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
         return "–"
-    seconds = float(seconds)
     if seconds < 1:
         return f"{seconds * 1000:.0f} ms"
     if seconds < 90:
