@@ -1,0 +1,48 @@
+"""The demo site of `make run`: two real XRootD doors registered as two backends, and a
+short demo sweep between them that starts on first launch, so a newcomer sees a real run."""
+
+from __future__ import annotations
+
+from django.db import transaction
+
+from campaigns.models import Backend, Campaign, Endpoint
+from collectors.models import Host
+
+DEMO_CAMPAIGN = "demo-sweep"
+
+
+@transaction.atomic
+def register_demo_site(doors: dict[str, str], xrootd_version: str = "") -> Campaign:
+    """Create or update the demo backends, hosts, endpoints and campaign.
+
+    `doors` maps a door name to its root:// URL prefix; ports may change between launches,
+    so existing endpoints are updated rather than duplicated.
+    """
+    endpoints = []
+    for letter, (door, url) in zip("ab", sorted(doors.items()), strict=False):
+        backend, _ = Backend.objects.update_or_create(
+            name=f"demo-xrootd-{letter}",
+            defaults={
+                "access_layer": "xrootd", "access_version": xrootd_version, "unified_layer": "local filesystem",
+                "storage_layer": "the machine's disk",
+                "notes": "Demo backend started by make run: an XRootD server on loopback, run as nobody.",
+            },
+        )
+        host, _ = Host.objects.update_or_create(name=door, defaults={"address": "127.0.0.1", "role": "door"})
+        endpoint, _ = Endpoint.objects.update_or_create(
+            name=f"{door}-root", defaults={"backend": backend, "url": url}
+        )
+        endpoint.hosts.set([host])
+        endpoints.append(endpoint)
+    campaign, created = Campaign.objects.get_or_create(
+        name=DEMO_CAMPAIGN,
+        defaults={
+            "description": "A short third-party-copy sweep between the two demo doors, adler32 checked.",
+            "create_sources": True, "file_count": 60, "file_size": 16 * 1000**2, "source_file_count": 10,
+            "concurrency_steps": [1, 2, 4], "step_files": 20, "checksum_mode": "both", "timeout": 300,
+        },
+    )
+    if created:
+        campaign.sources.set([endpoints[0]])
+        campaign.destinations.set([endpoints[1]])
+    return campaign
