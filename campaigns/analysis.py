@@ -18,8 +18,16 @@ from campaigns.choices import TransferState
 from campaigns.models import Endpoint, Run, Transfer
 
 _FIELDS = (
-    "step", "state", "size", "bytes_transferred", "started_at", "finished_at", "duration", "error_category",
-    "source_endpoint_id", "destination_endpoint_id",
+    "step",
+    "state",
+    "size",
+    "bytes_transferred",
+    "started_at",
+    "finished_at",
+    "duration",
+    "error_category",
+    "source_endpoint_id",
+    "destination_endpoint_id",
 )
 
 
@@ -124,8 +132,7 @@ def run_summary(run: Run) -> dict:
     return {
         "total": total.as_dict(),
         "steps": [
-            {"step": index, "concurrency": concurrency.get(index), **steps[index].as_dict()}
-            for index in sorted(steps)
+            {"step": index, "concurrency": concurrency.get(index), **steps[index].as_dict()} for index in sorted(steps)
         ],
         "destinations": {endpoint_names.get(k, str(k)): v.as_dict() for k, v in by_destination.items()},
         "sources": {endpoint_names.get(k, str(k)): v.as_dict() for k, v in by_source.items()},

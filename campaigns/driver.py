@@ -184,8 +184,11 @@ class RunDriver:
                         remaining = max(run.planned_bytes - finished_planned, 0)
                         eta = remaining / rate if rate > 0 else None
                         progress = {
-                            "active_transfers": in_flight, "throughput_bps": rate, "eta_seconds": eta,
-                            "current_step": step.index, "current_concurrency": step.concurrency,
+                            "active_transfers": in_flight,
+                            "throughput_bps": rate,
+                            "eta_seconds": eta,
+                            "current_step": step.index,
+                            "current_concurrency": step.concurrency,
                             "progress_at": timezone.now(),
                         }
                         if not self._retrying(runs.renew_lease, run.pk, self.executor, **progress):
@@ -328,8 +331,13 @@ class RunDriver:
         run.refresh_from_db()
         summary = analysis.run_summary(run)
         Run.objects.filter(pk=run.pk).update(
-            state=state, finished_at=now, stop_reason=reason[:200], summary=summary, active_transfers=0,
-            eta_seconds=None, heartbeat_at=now,
+            state=state,
+            finished_at=now,
+            stop_reason=reason[:200],
+            summary=summary,
+            active_transfers=0,
+            eta_seconds=None,
+            heartbeat_at=now,
         )
         run.refresh_from_db()
         log_event(
@@ -345,8 +353,11 @@ class RunDriver:
         try:
             close_old_connections()
             Run.objects.filter(pk=self.run_id, executor=self.executor).update(
-                state=RunState.FAILED, finished_at=timezone.now(), stop_reason="driver error",
-                error="".join(traceback.format_exception(exc))[-20000:], active_transfers=0,
+                state=RunState.FAILED,
+                finished_at=timezone.now(),
+                stop_reason="driver error",
+                error="".join(traceback.format_exception(exc))[-20000:],
+                active_transfers=0,
             )
             transfer_store.close_remaining(self.run_id, TransferState.SKIPPED, f"run failed: {exc!r}"[:500])
         except DatabaseError:

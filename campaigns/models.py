@@ -71,7 +71,10 @@ class Endpoint(BaseModel):
     bearer_token = models.TextField(blank=True, help_text="Bearer token sent to this endpoint (write-only).")
     x509_proxy = models.CharField(max_length=500, blank=True, validators=[validate_absolute_path])
     ca_dir = models.CharField(
-        "CA directory", max_length=500, blank=True, validators=[validate_absolute_path],
+        "CA directory",
+        max_length=500,
+        blank=True,
+        validators=[validate_absolute_path],
         help_text="Hashed CA directory (X509_CERT_DIR) for https/davs/roots endpoints.",
     )
     notes = models.TextField(blank=True)
@@ -133,11 +136,15 @@ class Campaign(BaseModel):
     sources = models.ManyToManyField(Endpoint, related_name="source_of_campaigns")
     destinations = models.ManyToManyField(Endpoint, related_name="destination_of_campaigns", blank=True)
     source_path = models.CharField(
-        max_length=300, default="storageops/source", validators=[validate_relative_path],
+        max_length=300,
+        default="storageops/source",
+        validators=[validate_relative_path],
         help_text="Where the source files live, relative to each source endpoint.",
     )
     destination_path = models.CharField(
-        max_length=300, default="storageops/runs", validators=[validate_relative_path],
+        max_length=300,
+        default="storageops/runs",
+        validators=[validate_relative_path],
         help_text="Each run writes below <destination>/<this path>/run-<id>/.",
     )
     create_sources = models.BooleanField(
@@ -148,19 +155,21 @@ class Campaign(BaseModel):
         "file size (bytes)", default=100 * 1000**2, validators=[MinValueValidator(1)]
     )
     file_mix = models.JSONField(
-        default=list, blank=True, validators=[validate_file_mix],
+        default=list,
+        blank=True,
+        validators=[validate_file_mix],
         help_text='Overrides count × size, e.g. [{"count": 9000, "size": 9e9}, {"count": 6000, "size": 4e9}].',
     )
     source_file_count = models.PositiveIntegerField(
-        null=True, blank=True, validators=[MinValueValidator(1)],
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1)],
         help_text="Distinct source files reused in turn; empty means one source file per transfer.",
     )
     direction = models.CharField(max_length=10, choices=choices.Direction.choices, default="forward")
     tpc_mode = models.CharField("copy mode", max_length=10, choices=choices.TpcMode.choices, default="auto")
     checksum_mode = models.CharField(max_length=10, choices=choices.ChecksumMode.choices, default="both")
-    checksum_algorithm = models.CharField(
-        max_length=10, choices=choices.ChecksumAlgorithm.choices, default="adler32"
-    )
+    checksum_algorithm = models.CharField(max_length=10, choices=choices.ChecksumAlgorithm.choices, default="adler32")
     streams = models.PositiveSmallIntegerField(
         default=1, validators=[MinValueValidator(1), MaxValueValidator(64)], help_text="Parallel streams per copy."
     )
@@ -174,7 +183,8 @@ class Campaign(BaseModel):
     create_parent = models.BooleanField(default=True)
     retries = models.PositiveSmallIntegerField(default=0, validators=[MaxValueValidator(10)])
     concurrency_steps = models.JSONField(
-        default=default_concurrency_steps, validators=[validate_concurrency_steps],
+        default=default_concurrency_steps,
+        validators=[validate_concurrency_steps],
         help_text="One value for a fixed concurrency, several for a sweep, e.g. [1, 2, 4, 8].",
     )
     step_seconds = models.PositiveIntegerField(
@@ -184,14 +194,19 @@ class Campaign(BaseModel):
         null=True, blank=True, validators=[MinValueValidator(1)], help_text="…or until this many files finished."
     )
     max_bytes = models.PositiveBigIntegerField(
-        "byte budget", null=True, blank=True, validators=[MinValueValidator(1)],
+        "byte budget",
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1)],
         help_text="Stop cleanly once this many bytes were moved.",
     )
     max_duration = models.PositiveIntegerField(
         "duration budget (s)", null=True, blank=True, validators=[MinValueValidator(1)]
     )
     cancel_grace = models.PositiveIntegerField(
-        "cancel grace (s)", default=10, validators=[MaxValueValidator(3600)],
+        "cancel grace (s)",
+        default=10,
+        validators=[MaxValueValidator(3600)],
         help_text="On cancel, in-flight copies may finish within this time before they are aborted.",
     )
 

@@ -16,10 +16,31 @@ from django.forms.models import model_to_dict
 from campaigns.models import Campaign, Endpoint
 
 PARAMETER_FIELDS = (
-    "name", "kind", "engine", "source_path", "destination_path", "create_sources", "file_count",
-    "file_size", "file_mix", "source_file_count", "direction", "tpc_mode", "checksum_mode",
-    "checksum_algorithm", "streams", "tcp_buffer_size", "timeout", "overwrite", "create_parent",
-    "retries", "concurrency_steps", "step_seconds", "step_files", "max_bytes", "max_duration",
+    "name",
+    "kind",
+    "engine",
+    "source_path",
+    "destination_path",
+    "create_sources",
+    "file_count",
+    "file_size",
+    "file_mix",
+    "source_file_count",
+    "direction",
+    "tpc_mode",
+    "checksum_mode",
+    "checksum_algorithm",
+    "streams",
+    "tcp_buffer_size",
+    "timeout",
+    "overwrite",
+    "create_parent",
+    "retries",
+    "concurrency_steps",
+    "step_seconds",
+    "step_files",
+    "max_bytes",
+    "max_duration",
     "cancel_grace",
 )
 _SECRET_FIELDS = ("bearer_token",)
@@ -30,9 +51,7 @@ def endpoint_snapshot(endpoint: Endpoint) -> dict:
     data["protocol"] = endpoint.protocol
     data["has_token"] = bool(endpoint.bearer_token)
     data["backend_name"] = endpoint.backend.name
-    data["hosts"] = [
-        {"id": h.pk, "name": h.name, "address": h.address, "role": h.role} for h in endpoint.hosts.all()
-    ]
+    data["hosts"] = [{"id": h.pk, "name": h.name, "address": h.address, "role": h.role} for h in endpoint.hosts.all()]
     return data
 
 

@@ -51,8 +51,11 @@ def create_run(campaign: Campaign, *, user=None, trigger: str = "web") -> Run:
     campaign.full_clean()
     check_runnable(campaign)
     return Run.objects.create(
-        campaign=campaign, trigger=trigger, created_by=user if user and user.is_authenticated else None,
-        snapshot=campaign_snapshot(campaign), planned_files=campaign.planned_files,
+        campaign=campaign,
+        trigger=trigger,
+        created_by=user if user and user.is_authenticated else None,
+        snapshot=campaign_snapshot(campaign),
+        planned_files=campaign.planned_files,
         planned_bytes=campaign.planned_bytes,
     )
 
@@ -84,8 +87,9 @@ def request_cancel(run: Run, *, user=None) -> bool:
         if not changed:
             return False
     run.refresh_from_db()
-    log_event("note", f"Cancel requested for run {run}", source="operator" if user else "storageops",
-              run=run, user=user)
+    log_event(
+        "note", f"Cancel requested for run {run}", source="operator" if user else "storageops", run=run, user=user
+    )
     return True
 
 
@@ -139,7 +143,10 @@ def xrootd_server_version(url: str, timeout: float = 5.0) -> str:
     try:
         out = subprocess.run(
             ["xrdfs", address, "query", "config", "version"],
-            capture_output=True, text=True, timeout=timeout, check=False,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
         )
     except (OSError, subprocess.SubprocessError):
         return ""

@@ -62,8 +62,12 @@ def insert_plan(run_id: int, planned: Iterable[PlannedTransfer]) -> int:
 
 def _plan_fields(item: PlannedTransfer) -> dict:
     return {
-        "index": item.index, "source": item.source, "destination": item.destination, "size": item.size,
-        "source_endpoint_id": item.source_endpoint_id, "destination_endpoint_id": item.destination_endpoint_id,
+        "index": item.index,
+        "source": item.source,
+        "destination": item.destination,
+        "size": item.size,
+        "source_endpoint_id": item.source_endpoint_id,
+        "destination_endpoint_id": item.destination_endpoint_id,
     }
 
 
@@ -77,11 +81,24 @@ def _copy_plan(run_id: int, planned: Iterable[PlannedTransfer]) -> int:
         raw = cursor.cursor  # the psycopg cursor, for COPY
         with raw.copy(f"COPY {_TABLE} ({columns}) FROM STDIN") as copy:
             for item in planned:
-                copy.write_row((
-                    run_id, item.index, item.source, item.destination, item.size,
-                    item.source_endpoint_id, item.destination_endpoint_id, TransferState.QUEUED,
-                    0, "", "", "", "", "",
-                ))
+                copy.write_row(
+                    (
+                        run_id,
+                        item.index,
+                        item.source,
+                        item.destination,
+                        item.size,
+                        item.source_endpoint_id,
+                        item.destination_endpoint_id,
+                        TransferState.QUEUED,
+                        0,
+                        "",
+                        "",
+                        "",
+                        "",
+                        "",
+                    )
+                )
                 count += 1
     return count
 
@@ -104,8 +121,9 @@ def claim(run_id: int, limit: int, step: int, executor: str) -> list[CopyJob]:
             state=TransferState.ACTIVE, attempt=F("attempt") + 1, step=step, executor=executor
         )
         rows = [(*r[:5], r[5] + 1) for r in rows]
-    return [CopyJob(id=r[0], index=r[1], source=r[2], destination=r[3], size=r[4], step=step, attempt=r[5])
-            for r in rows]
+    return [
+        CopyJob(id=r[0], index=r[1], source=r[2], destination=r[3], size=r[4], step=step, attempt=r[5]) for r in rows
+    ]
 
 
 def _ts(epoch: float) -> datetime:
@@ -138,10 +156,23 @@ def record(run_id: int, results: Sequence[CopyResult], retries: int, *, executor
             state = TransferState.FAILED
             failed += 1
         throughput = (r.bytes / r.duration) if r.ok and r.duration > 0 else None
-        rows.append((
-            state, _ts(r.started), _ts(r.finished), r.duration, r.bytes if r.ok else 0, throughput,
-            r.category, r.code, r.message[:4000], r.source_checksum, r.destination_checksum, r.job.id, executor,
-        ))
+        rows.append(
+            (
+                state,
+                _ts(r.started),
+                _ts(r.finished),
+                r.duration,
+                r.bytes if r.ok else 0,
+                throughput,
+                r.category,
+                r.code,
+                r.message[:4000],
+                r.source_checksum,
+                r.destination_checksum,
+                r.job.id,
+                executor,
+            )
+        )
     with transaction.atomic():
         with connection.cursor() as cursor:
             if connection.vendor == "postgresql":
@@ -151,8 +182,10 @@ def record(run_id: int, results: Sequence[CopyResult], retries: int, *, executor
                 cursor.executemany(_RECORD_SQL, rows)
         if done or failed or skipped:
             Run.objects.filter(pk=run_id).update(
-                files_done=F("files_done") + done, files_failed=F("files_failed") + failed,
-                files_skipped=F("files_skipped") + skipped, bytes_done=F("bytes_done") + moved,
+                files_done=F("files_done") + done,
+                files_failed=F("files_failed") + failed,
+                files_skipped=F("files_skipped") + skipped,
+                bytes_done=F("bytes_done") + moved,
             )
     return {"done": done, "failed": failed, "skipped": skipped, "bytes": moved, "requeued": requeued}
 
@@ -165,11 +198,11 @@ def requeue_orphans(run_id: int) -> int:
 def close_remaining(run_id: int, state: str, reason: str) -> int:
     """Give every transfer not yet final its one final state (skipped or cancelled)."""
     with transaction.atomic():
-        count = Transfer.objects.filter(
-            run_id=run_id, state__in=[TransferState.QUEUED, TransferState.ACTIVE]
-        ).update(
-            state=state, error_category="cancelled" if state == TransferState.CANCELLED else "",
-            error_message=reason, finished_at=timezone.now(),
+        count = Transfer.objects.filter(run_id=run_id, state__in=[TransferState.QUEUED, TransferState.ACTIVE]).update(
+            state=state,
+            error_category="cancelled" if state == TransferState.CANCELLED else "",
+            error_message=reason,
+            finished_at=timezone.now(),
         )
         Run.objects.filter(pk=run_id).update(files_skipped=F("files_skipped") + count)
     return count
@@ -184,6 +217,8 @@ def recount(run_id: int) -> dict[str, int]:
         moved=Sum("bytes_transferred", filter=Q(state=TransferState.SUCCEEDED)),
     )
     return {
-        "files_done": agg["done"], "files_failed": agg["failed"], "files_skipped": agg["skipped"],
+        "files_done": agg["done"],
+        "files_failed": agg["failed"],
+        "files_skipped": agg["skipped"],
         "bytes_done": agg["moved"] or 0,
     }

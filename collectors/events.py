@@ -26,6 +26,15 @@ def log_event(
     if user is not None and not who:
         who = user.get_username()
     return Event.objects.create(
-        kind=kind, summary=summary[:300], source=source, time=time or timezone.now(), host=host,
-        backend=backend, endpoint=endpoint, run=run, user=user, who=who, detail=detail,
+        kind=kind,
+        summary=summary[:300],
+        source=source,
+        time=time or timezone.now(),
+        host=host,
+        backend=backend,
+        endpoint=endpoint,
+        run=run,
+        user=user,
+        who=who,
+        detail=detail,
     )

@@ -34,8 +34,9 @@ def validate_services(value: object) -> None:
         if not set(item) <= {"name", "process", "pidfile", "systemd_unit"}:
             raise ValidationError("A watched service takes only name, process, pidfile and systemd_unit.")
         if not any(item.get(k) for k in ("process", "pidfile", "systemd_unit")):
-            raise ValidationError("Say how to find service %(name)r: process, pidfile or systemd_unit.",
-                                  params={"name": item["name"]})
+            raise ValidationError(
+                "Say how to find service %(name)r: process, pidfile or systemd_unit.", params={"name": item["name"]}
+            )
         if item.get("pidfile") and not str(item["pidfile"]).startswith("/"):
             raise ValidationError("A pidfile must be an absolute path.")
 
@@ -53,8 +54,9 @@ def validate_log_files(value: object) -> None:
             try:
                 re.compile(pattern)
             except (re.error, TypeError) as exc:
-                raise ValidationError("Pattern %(name)r is not a valid regular expression: %(err)s",
-                                      params={"name": name, "err": exc}) from None
+                raise ValidationError(
+                    "Pattern %(name)r is not a valid regular expression: %(err)s", params={"name": name, "err": exc}
+                ) from None
 
 
 class Host(BaseModel):
@@ -64,7 +66,9 @@ class Host(BaseModel):
     address = models.CharField(max_length=255, blank=True, help_text="FQDN or IP address.")
     role = models.CharField(max_length=10, choices=choices.HostRole.choices, default="door")
     node_exporter_url = models.CharField(
-        max_length=300, blank=True, validators=[validate_http_url],
+        max_length=300,
+        blank=True,
+        validators=[validate_http_url],
         help_text="e.g. http://door1.example.org:9100/metrics",
     )
     link_speed_bps = models.PositiveBigIntegerField(
@@ -123,9 +127,7 @@ class Event(models.Model):
     endpoint = models.ForeignKey(
         "campaigns.Endpoint", null=True, blank=True, on_delete=models.SET_NULL, related_name="events"
     )
-    run = models.ForeignKey(
-        "campaigns.Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="events"
-    )
+    run = models.ForeignKey("campaigns.Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="events")
     user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     who = models.CharField(max_length=150, blank=True, help_text="Who, kept even if the user is deleted.")
     summary = models.CharField(max_length=300)

@@ -23,23 +23,29 @@ def register_demo_site(doors: dict[str, str], xrootd_version: str = "") -> Campa
         backend, _ = Backend.objects.update_or_create(
             name=f"demo-xrootd-{letter}",
             defaults={
-                "access_layer": "xrootd", "access_version": xrootd_version, "unified_layer": "local filesystem",
+                "access_layer": "xrootd",
+                "access_version": xrootd_version,
+                "unified_layer": "local filesystem",
                 "storage_layer": "the machine's disk",
                 "notes": "Demo backend started by make run: an XRootD server on loopback, run as nobody.",
             },
         )
         host, _ = Host.objects.update_or_create(name=door, defaults={"address": "127.0.0.1", "role": "door"})
-        endpoint, _ = Endpoint.objects.update_or_create(
-            name=f"{door}-root", defaults={"backend": backend, "url": url}
-        )
+        endpoint, _ = Endpoint.objects.update_or_create(name=f"{door}-root", defaults={"backend": backend, "url": url})
         endpoint.hosts.set([host])
         endpoints.append(endpoint)
     campaign, created = Campaign.objects.get_or_create(
         name=DEMO_CAMPAIGN,
         defaults={
             "description": "A short third-party-copy sweep between the two demo doors, adler32 checked.",
-            "create_sources": True, "file_count": 60, "file_size": 16 * 1000**2, "source_file_count": 10,
-            "concurrency_steps": [1, 2, 4], "step_files": 20, "checksum_mode": "both", "timeout": 300,
+            "create_sources": True,
+            "file_count": 60,
+            "file_size": 16 * 1000**2,
+            "source_file_count": 10,
+            "concurrency_steps": [1, 2, 4],
+            "step_files": 20,
+            "checksum_mode": "both",
+            "timeout": 300,
         },
     )
     if created:

@@ -23,8 +23,7 @@ def sync_groups(apps) -> None:
     ours = Permission.objects.filter(content_type__app_label__in=APPS)
     view = ours.filter(codename__startswith="view_")
     operator_extra = [
-        ours.get(content_type__app_label=label.split(".")[0], codename=label.split(".")[1])
-        for label in OPERATOR_EXTRA
+        ours.get(content_type__app_label=label.split(".")[0], codename=label.split(".")[1]) for label in OPERATOR_EXTRA
     ]
     Group.objects.get_or_create(name=VIEWER)[0].permissions.set(view)
     Group.objects.get_or_create(name=OPERATOR)[0].permissions.set([*view, *operator_extra])

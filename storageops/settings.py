@@ -141,9 +141,7 @@ elif CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
     CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 12 * 3600}
     _DEFAULT_RESULTS = CELERY_BROKER_URL
 else:
-    raise ImproperlyConfigured(
-        f"CELERY_BROKER_URL={CELERY_BROKER_URL!r}: use redis://host:port/db or filesystem://"
-    )
+    raise ImproperlyConfigured(f"CELERY_BROKER_URL={CELERY_BROKER_URL!r}: use redis://host:port/db or filesystem://")
 CELERY_RESULT_BACKEND = env_str("CELERY_RESULT_BACKEND", _DEFAULT_RESULTS)
 CELERY_RESULT_EXPIRES = 24 * 3600
 CELERY_TASK_SERIALIZER = "json"

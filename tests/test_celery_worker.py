@@ -46,14 +46,36 @@ print(json.dumps({"state": run.state, "done": run.files_done, "vendor": django.d
 def test_embedded_defaults_run_a_task_and_a_campaign(tmp_path):
     """No server at all: SQLite and the filesystem broker under a fresh var/ folder."""
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CELERY_BROKER_URL")}
-    env.update({"STORAGEOPS_VAR_DIR": str(tmp_path / "var"), "DJANGO_SETTINGS_MODULE": "storageops.settings",
-                "GFAL_PYTHONBIN": "/usr/bin/python3"})
+    env.update(
+        {
+            "STORAGEOPS_VAR_DIR": str(tmp_path / "var"),
+            "DJANGO_SETTINGS_MODULE": "storageops.settings",
+            "GFAL_PYTHONBIN": "/usr/bin/python3",
+        }
+    )
     subprocess.run([PYTHON, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True, timeout=120)
     worker = ManagedProcess(
         "embedded-worker",
-        [PYTHON, "-m", "celery", "-A", "storageops", "worker", "-Q", "control,transfers", "-c", "2",
-         "-n", "embedded@%h", "--without-mingle", "--without-gossip", "-l", "info"],
-        env, tmp_path,
+        [
+            PYTHON,
+            "-m",
+            "celery",
+            "-A",
+            "storageops",
+            "worker",
+            "-Q",
+            "control,transfers",
+            "-c",
+            "2",
+            "-n",
+            "embedded@%h",
+            "--without-mingle",
+            "--without-gossip",
+            "-l",
+            "info",
+        ],
+        env,
+        tmp_path,
     ).start()
     try:
         worker.wait_for_log("ready.", timeout=60)

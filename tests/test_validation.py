@@ -86,7 +86,9 @@ def test_campaign_knobs_are_validated(fields, field, fragment):
 
 def test_valid_sweep_and_mix():
     campaign = Campaign(
-        name="bnl-like", concurrency_steps=[1, 2, 4], step_seconds=300,
+        name="bnl-like",
+        concurrency_steps=[1, 2, 4],
+        step_seconds=300,
         file_mix=[{"count": 9000, "size": 9 * 10**9}, {"count": 6000, "size": 4 * 10**9}],
     )
     campaign.save()

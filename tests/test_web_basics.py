@@ -30,16 +30,19 @@ def test_login_page_is_public(client):
     assert client.get("/login/").status_code == 200
 
 
-@pytest.mark.parametrize("path", ["/", "/campaigns/", "/campaigns/runs/", "/campaigns/backends/", "/hosts/",
-                                  "/hosts/events/"])
+@pytest.mark.parametrize(
+    "path", ["/", "/campaigns/", "/campaigns/runs/", "/campaigns/backends/", "/hosts/", "/hosts/events/"]
+)
 def test_pages_render_for_a_viewer(client, viewer, path):
     client.force_login(viewer)
     assert client.get(path).status_code == 200
 
 
 def test_roles_exist_with_their_permissions():
-    perms = {g.name: {f"{p.content_type.app_label}.{p.codename}" for p in g.permissions.all()}
-             for g in Group.objects.filter(name__in=roles.ROLES)}
+    perms = {
+        g.name: {f"{p.content_type.app_label}.{p.codename}" for p in g.permissions.all()}
+        for g in Group.objects.filter(name__in=roles.ROLES)
+    }
     assert set(perms) == set(roles.ROLES)
     assert "campaigns.view_run" in perms["viewer"]
     assert "campaigns.start_run" not in perms["viewer"]

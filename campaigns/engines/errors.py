@@ -20,22 +20,38 @@ _HTTP_5XX = re.compile(
     re.I,
 )
 _RULES: tuple[tuple[re.Pattern[str], str], ...] = (
-    (re.compile(r"checksum.{0,40}(timed? ?out|timeout)|(timed? ?out|timeout).{0,40}checksum", re.I),
-     ErrorCategory.CHECKSUM_TIMEOUT),
-    (re.compile(r"checksum.{0,60}(do not match|mismatch|differ)|(mismatch|do not match).{0,40}checksum", re.I),
-     ErrorCategory.CHECKSUM_MISMATCH),
-    (re.compile(r"connection refused|ECONNREFUSED|could not connect|couldn't connect|Failed to connect", re.I),
-     ErrorCategory.CONNECTION_REFUSED),
+    (
+        re.compile(r"checksum.{0,40}(timed? ?out|timeout)|(timed? ?out|timeout).{0,40}checksum", re.I),
+        ErrorCategory.CHECKSUM_TIMEOUT,
+    ),
+    (
+        re.compile(r"checksum.{0,60}(do not match|mismatch|differ)|(mismatch|do not match).{0,40}checksum", re.I),
+        ErrorCategory.CHECKSUM_MISMATCH,
+    ),
+    (
+        re.compile(r"connection refused|ECONNREFUSED|could not connect|couldn't connect|Failed to connect", re.I),
+        ErrorCategory.CONNECTION_REFUSED,
+    ),
     (re.compile(r"no space|ENOSPC|quota exceeded|disk full|out of space", re.I), ErrorCategory.NO_SPACE),
-    (re.compile(r"permission denied|EACCES|not authori[sz]ed|forbidden|\b403\b|\b401\b|unauthori[sz]ed|"
-                r"operation not permitted", re.I), ErrorCategory.PERMISSION_DENIED),
+    (
+        re.compile(
+            r"permission denied|EACCES|not authori[sz]ed|forbidden|\b403\b|\b401\b|unauthori[sz]ed|"
+            r"operation not permitted",
+            re.I,
+        ),
+        ErrorCategory.PERMISSION_DENIED,
+    ),
     (re.compile(r"file exists|EEXIST|already exists|overwrite is not enabled", re.I), ErrorCategory.FILE_EXISTS),
     (re.compile(r"no such file|ENOENT|not found|\b404\b|does not exist", re.I), ErrorCategory.NOT_FOUND),
-    (re.compile(r"timed? ?out|timeout|ETIMEDOUT|Probably stalled|max time in queue", re.I),
-     ErrorCategory.TRANSFER_TIMEOUT),
+    (
+        re.compile(r"timed? ?out|timeout|ETIMEDOUT|Probably stalled|max time in queue", re.I),
+        ErrorCategory.TRANSFER_TIMEOUT,
+    ),
     (re.compile(r"cancel", re.I), ErrorCategory.CANCELLED),
-    (re.compile(r"\bTPC\b|third.party|3rd.party|tpc authori[sz]ation|delegat|COPY (?:request|failed)", re.I),
-     ErrorCategory.TPC_FAILURE),
+    (
+        re.compile(r"\bTPC\b|third.party|3rd.party|tpc authori[sz]ation|delegat|COPY (?:request|failed)", re.I),
+        ErrorCategory.TPC_FAILURE,
+    ),
 )
 _ERRNO: dict[int, str] = {
     errno_codes.ECONNREFUSED: ErrorCategory.CONNECTION_REFUSED,

@@ -115,7 +115,13 @@ class Gfal2Copier:
             duration = time.monotonic() - tick
             message = str(exc.message if hasattr(exc, "message") else exc)
             return CopyResult(
-                job, False, started, started + duration, duration, code=exc.code, message=message,
+                job,
+                False,
+                started,
+                started + duration,
+                duration,
+                code=exc.code,
+                message=message,
                 category=categorize(exc.code, message),
             )
         finally:
@@ -123,8 +129,13 @@ class Gfal2Copier:
                 self._busy.pop(key, None)
         duration = time.monotonic() - tick
         return CopyResult(
-            job, True, started, started + duration, duration,
-            source_checksum=checksums.get("source", ""), destination_checksum=checksums.get("destination", ""),
+            job,
+            True,
+            started,
+            started + duration,
+            duration,
+            source_checksum=checksums.get("source", ""),
+            destination_checksum=checksums.get("destination", ""),
         )
 
     def cancel_all(self) -> int:

@@ -6,83 +6,103 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('campaigns', '0001_initial'),
-        ('collectors', '0001_initial'),
+        ("campaigns", "0001_initial"),
+        ("collectors", "0001_initial"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='endpoint',
-            name='hosts',
-            field=models.ManyToManyField(blank=True, help_text='The doors serving this endpoint.', related_name='endpoints', to='collectors.host'),
+            model_name="endpoint",
+            name="hosts",
+            field=models.ManyToManyField(
+                blank=True, help_text="The doors serving this endpoint.", related_name="endpoints", to="collectors.host"
+            ),
         ),
         migrations.AddField(
-            model_name='campaign',
-            name='destinations',
-            field=models.ManyToManyField(blank=True, related_name='destination_of_campaigns', to='campaigns.endpoint'),
+            model_name="campaign",
+            name="destinations",
+            field=models.ManyToManyField(blank=True, related_name="destination_of_campaigns", to="campaigns.endpoint"),
         ),
         migrations.AddField(
-            model_name='campaign',
-            name='sources',
-            field=models.ManyToManyField(related_name='source_of_campaigns', to='campaigns.endpoint'),
+            model_name="campaign",
+            name="sources",
+            field=models.ManyToManyField(related_name="source_of_campaigns", to="campaigns.endpoint"),
         ),
         migrations.AddField(
-            model_name='run',
-            name='campaign',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='runs', to='campaigns.campaign'),
+            model_name="run",
+            name="campaign",
+            field=models.ForeignKey(
+                on_delete=django.db.models.deletion.PROTECT, related_name="runs", to="campaigns.campaign"
+            ),
         ),
         migrations.AddField(
-            model_name='run',
-            name='created_by',
-            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, to=settings.AUTH_USER_MODEL),
+            model_name="run",
+            name="created_by",
+            field=models.ForeignKey(
+                blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, to=settings.AUTH_USER_MODEL
+            ),
         ),
         migrations.AddField(
-            model_name='runstep',
-            name='run',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='steps', to='campaigns.run'),
+            model_name="runstep",
+            name="run",
+            field=models.ForeignKey(
+                on_delete=django.db.models.deletion.CASCADE, related_name="steps", to="campaigns.run"
+            ),
         ),
         migrations.AddField(
-            model_name='transfer',
-            name='destination_endpoint',
-            field=models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.PROTECT, related_name='+', to='campaigns.endpoint'),
+            model_name="transfer",
+            name="destination_endpoint",
+            field=models.ForeignKey(
+                db_index=False, on_delete=django.db.models.deletion.PROTECT, related_name="+", to="campaigns.endpoint"
+            ),
         ),
         migrations.AddField(
-            model_name='transfer',
-            name='run',
-            field=models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name='transfers', to='campaigns.run'),
+            model_name="transfer",
+            name="run",
+            field=models.ForeignKey(
+                db_index=False,
+                on_delete=django.db.models.deletion.CASCADE,
+                related_name="transfers",
+                to="campaigns.run",
+            ),
         ),
         migrations.AddField(
-            model_name='transfer',
-            name='source_endpoint',
-            field=models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.PROTECT, related_name='+', to='campaigns.endpoint'),
+            model_name="transfer",
+            name="source_endpoint",
+            field=models.ForeignKey(
+                db_index=False, on_delete=django.db.models.deletion.PROTECT, related_name="+", to="campaigns.endpoint"
+            ),
         ),
         migrations.AddIndex(
-            model_name='run',
-            index=models.Index(fields=['campaign', '-created'], name='campaigns_r_campaig_8bb737_idx'),
+            model_name="run",
+            index=models.Index(fields=["campaign", "-created"], name="campaigns_r_campaig_8bb737_idx"),
         ),
         migrations.AddConstraint(
-            model_name='runstep',
-            constraint=models.UniqueConstraint(fields=('run', 'index'), name='runstep_unique_index'),
+            model_name="runstep",
+            constraint=models.UniqueConstraint(fields=("run", "index"), name="runstep_unique_index"),
         ),
         migrations.AddIndex(
-            model_name='transfer',
-            index=models.Index(condition=models.Q(('state', 'queued')), fields=['run', 'index'], name='transfer_queued_idx'),
+            model_name="transfer",
+            index=models.Index(
+                condition=models.Q(("state", "queued")), fields=["run", "index"], name="transfer_queued_idx"
+            ),
         ),
         migrations.AddIndex(
-            model_name='transfer',
-            index=models.Index(fields=['run', 'finished_at'], name='transfer_run_time_idx'),
+            model_name="transfer",
+            index=models.Index(fields=["run", "finished_at"], name="transfer_run_time_idx"),
         ),
         migrations.AddIndex(
-            model_name='transfer',
-            index=models.Index(condition=models.Q(('state', 'failed')), fields=['run', 'error_category'], name='transfer_run_error_idx'),
+            model_name="transfer",
+            index=models.Index(
+                condition=models.Q(("state", "failed")), fields=["run", "error_category"], name="transfer_run_error_idx"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='transfer',
-            constraint=models.UniqueConstraint(fields=('run', 'index'), name='transfer_unique_index'),
+            model_name="transfer",
+            constraint=models.UniqueConstraint(fields=("run", "index"), name="transfer_unique_index"),
         ),
     ]

@@ -9,7 +9,7 @@ from datetime import timedelta
 import pytest
 
 from campaigns import runs
-from campaigns.choices import RunState, TransferState
+from campaigns.choices import RunState
 from campaigns.driver import RunDriver
 from campaigns.models import Run, Transfer
 from tests.support.factories import mock_campaign
@@ -53,7 +53,9 @@ def test_sweep_gives_one_aggregate_per_step_at_its_concurrency():
     assert all(s["throughput_bps"] and s["throughput_bps"] > 0 for s in steps)
     assert list(run.steps.values_list("concurrency", flat=True)) == [1, 2, 4]
     # Never more copies in flight than the step allows: at concurrency 1, copies never overlap.
-    first = list(Transfer.objects.filter(run=run, step=0).order_by("started_at").values_list("started_at", "finished_at"))
+    first = list(
+        Transfer.objects.filter(run=run, step=0).order_by("started_at").values_list("started_at", "finished_at")
+    )
     assert all(first[i][1] <= first[i + 1][0] for i in range(len(first) - 1))
 
 
@@ -67,8 +69,14 @@ def test_time_bounded_steps_then_the_sweep_ends():
 
 @pytest.mark.parametrize(
     ("errno", "category"),
-    [(110, "transfer_timeout"), (111, "connection_refused"), (28, "no_space"), (13, "permission_denied"),
-     (2, "not_found"), (17, "file_exists")],
+    [
+        (110, "transfer_timeout"),
+        (111, "connection_refused"),
+        (28, "no_space"),
+        (13, "permission_denied"),
+        (2, "not_found"),
+        (17, "file_exists"),
+    ],
 )
 def test_failures_are_categorised_with_the_raw_message(errno, category):
     run = drive(mock_campaign(file_count=3, dst_query=f"time=1&transfer_errno={errno}"))
@@ -82,8 +90,11 @@ def test_failures_are_categorised_with_the_raw_message(errno, category):
 
 
 def test_checksum_mismatch_is_its_own_category():
-    run = drive(mock_campaign(file_count=2, src_query="checksum=0000aaaa", dst_query="time=0&checksum=0000bbbb",
-                              checksum_mode="both"))
+    run = drive(
+        mock_campaign(
+            file_count=2, src_query="checksum=0000aaaa", dst_query="time=0&checksum=0000bbbb", checksum_mode="both"
+        )
+    )
     assert set(Transfer.objects.filter(run=run).values_list("error_category", flat=True)) == {"checksum_mismatch"}
 
 

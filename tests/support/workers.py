@@ -24,12 +24,14 @@ def test_database_url() -> str:
 
 def child_env(**overrides: str) -> dict[str, str]:
     env = dict(os.environ)
-    env.update({
-        "DJANGO_SETTINGS_MODULE": "storageops.settings",
-        "DATABASE_URL": test_database_url(),
-        "GFAL_PYTHONBIN": "/usr/bin/python3",
-        "PYTHONUNBUFFERED": "1",
-    })
+    env.update(
+        {
+            "DJANGO_SETTINGS_MODULE": "storageops.settings",
+            "DATABASE_URL": test_database_url(),
+            "GFAL_PYTHONBIN": "/usr/bin/python3",
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
     env.update(overrides)
     return env
 
@@ -39,7 +41,21 @@ def celery_worker(
 ) -> ManagedProcess:
     node = name or f"test-{uuid.uuid4().hex[:8]}"
     argv = [
-        PYTHON, "-m", "celery", "-A", "storageops", "worker", "-Q", queues, "-c", str(concurrency),
-        "-n", f"{node}@%h", "--without-mingle", "--without-gossip", "-l", "info",
+        PYTHON,
+        "-m",
+        "celery",
+        "-A",
+        "storageops",
+        "worker",
+        "-Q",
+        queues,
+        "-c",
+        str(concurrency),
+        "-n",
+        f"{node}@%h",
+        "--without-mingle",
+        "--without-gossip",
+        "-l",
+        "info",
     ]
     return ManagedProcess(node, argv, child_env(**env), log_dir).start()

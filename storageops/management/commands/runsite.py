@@ -55,19 +55,70 @@ class Command(BaseCommand):
             python = sys.executable
             env = dict(os.environ, GFAL_PYTHONBIN="/usr/bin/python3", PYTHONUNBUFFERED="1")
             base = str(settings.BASE_DIR)
-            supervisor.start("web", [python, "-m", "gunicorn", "storageops.wsgi:application", "-b", bind,
-                                     "-w", "2", "--access-logfile", "-"], env, base)
-            supervisor.start("worker", [python, "-m", "celery", "-A", "storageops", "worker", "-Q",
-                                        "control,transfers", "-c", "2", "-l", "info", "-n", "runsite@%h"], env, base)
-            supervisor.start("beat", [python, "-m", "celery", "-A", "storageops", "beat", "-l", "info",
-                                      "-s", str(settings.VAR_DIR / "celerybeat-schedule")], env, base)
+            supervisor.start(
+                "web",
+                [
+                    python,
+                    "-m",
+                    "gunicorn",
+                    "storageops.wsgi:application",
+                    "-b",
+                    bind,
+                    "-w",
+                    "2",
+                    "--access-logfile",
+                    "-",
+                ],
+                env,
+                base,
+            )
+            supervisor.start(
+                "worker",
+                [
+                    python,
+                    "-m",
+                    "celery",
+                    "-A",
+                    "storageops",
+                    "worker",
+                    "-Q",
+                    "control,transfers",
+                    "-c",
+                    "2",
+                    "-l",
+                    "info",
+                    "-n",
+                    "runsite@%h",
+                ],
+                env,
+                base,
+            )
+            supervisor.start(
+                "beat",
+                [
+                    python,
+                    "-m",
+                    "celery",
+                    "-A",
+                    "storageops",
+                    "beat",
+                    "-l",
+                    "info",
+                    "-s",
+                    str(settings.VAR_DIR / "celerybeat-schedule"),
+                ],
+                env,
+                base,
+            )
             if not no_demo and not campaign.runs.exists():
                 run = runs.start_run(campaign, trigger="demo")
                 self.stdout.write(f"Demo run #{run.pk} of {campaign.name} queued.")
-            self.stdout.write(self.style.SUCCESS(
-                f"\nStorageOps is up: http://{bind}/  (log in as admin / {password})\n"
-                f"Health: http://{bind}/healthz    Ctrl-C stops everything.\n"
-            ))
+            self.stdout.write(
+                self.style.SUCCESS(
+                    f"\nStorageOps is up: http://{bind}/  (log in as admin / {password})\n"
+                    f"Health: http://{bind}/healthz    Ctrl-C stops everything.\n"
+                )
+            )
             for server in servers:
                 self.stdout.write(f"  demo door {server.name}: {server.root_url('/demo/')}")
             while not stopping:
@@ -101,8 +152,9 @@ class Command(BaseCommand):
         root = Path(settings.VAR_DIR) / "demo"
         servers = []
         for name in ("door1", "door2"):
-            server = XRootDServer(name=name, data_dir=root / name / "data", port=free_port(),
-                                  workdir=root / name / "run")
+            server = XRootDServer(
+                name=name, data_dir=root / name / "data", port=free_port(), workdir=root / name / "run"
+            )
             server.start()
             servers.append(server)
         return servers
