@@ -12,19 +12,18 @@ from __future__ import annotations
 
 import logging
 import math
-import queue
-import threading
 import time
 from collections import deque
 from datetime import UTC, datetime
 
 from django.conf import settings
-from django.db import DatabaseError, close_old_connections, transaction
+from django.db import DatabaseError, close_old_connections, connection, transaction
 from django.utils import timezone
 
 from campaigns import analysis, runs, transfer_store
 from campaigns.choices import RunState, TransferState
-from campaigns.engines.base import CopyJob, CopyOptions, CopyResult, EndpointCredentials
+from campaigns.copy_pool import CopyPool
+from campaigns.engines.base import CopyOptions, CopyResult, EndpointCredentials
 from campaigns.engines.gfal2_engine import Gfal2Copier
 from campaigns.models import Endpoint, Run, RunStep, Transfer
 from campaigns.planning import plan
@@ -117,146 +116,17 @@ class RunDriver:
 
     # -- the loop -----------------------------------------------------------------------------
     def _loop(self, run: Run) -> str:
-        params = run.snapshot["parameters"]
-        steps: list[int] = params["concurrency_steps"]
-        step_seconds, step_files = params.get("step_seconds"), params.get("step_files")
-        retries = params.get("retries", 0)
-        grace = params.get("cancel_grace", 10)
-        max_bytes, max_duration = params.get("max_bytes"), params.get("max_duration")
-        run_started = run.started_at.timestamp()
-        mean_size = max(run.planned_bytes / max(run.planned_files, 1), 1.0)
-
-        step = self._current_step(run, steps)
-        # A file-bounded step hands out exactly step_files transfers; the next step starts as
-        # soon as the last of them is claimed, so the slots never sit idle between steps.
-        step_claimed = Transfer.objects.filter(run_id=run.pk, step=step.index).count()
-
-        self.work: queue.SimpleQueue[CopyJob | None] = queue.SimpleQueue()
-        self.results: queue.SimpleQueue[CopyResult] = queue.SimpleQueue()
-        self.threads: list[threading.Thread] = []
-        in_flight = in_flight_bytes = 0
-        done, failed = run.files_done, run.files_failed
-        moved = run.bytes_done
-        finished_planned = 0
-        pending: list[CopyResult] = []
-        recent: deque[tuple[float, int]] = deque()
-        last_flush = last_control = last_progress = last_claim = 0.0
-        queue_empty = False
-        stop: str | None = None
-        stop_state = RunState.SUCCEEDED
-        cancel_at: float | None = None
-        last_abort = 0.0
-
+        loop = _Loop(self, run)
+        self.pool = CopyPool(self.copier)
         try:
-            while True:
-                now = _now()
-                # 1. collect finished copies
-                block = 0.02 if (stop or queue_empty or in_flight >= step.concurrency) else 0.0
-                got = self._drain(pending, block)
-                for r in got:
-                    in_flight -= 1
-                    in_flight_bytes -= r.job.size
-                    finished_planned += r.job.size
-                    if r.ok:
-                        moved += r.bytes
-                        recent.append((r.finished, r.bytes))
-                if pending and (len(pending) >= FLUSH_ROWS or now - last_flush >= FLUSH_SECONDS or stop):
-                    delta = self._flush(pending, retries)
-                    done += delta["done"]
-                    failed += delta["failed"]
-                    if delta["requeued"]:
-                        queue_empty = False
-                    pending.clear()
-                    last_flush = now
-
-                # 2. control: cancel requests, heartbeat and progress
-                if now - last_control >= CONTROL_SECONDS:
-                    last_control = now
-                    state = self._retrying(runs.current_state, run.pk)
-                    if state == RunState.CANCELLING and stop != "cancelled":
-                        stop, stop_state, cancel_at = "cancelled", RunState.CANCELLED, now
-                    if now - last_progress >= settings.STORAGEOPS_PROGRESS_SECONDS:
-                        last_progress = now
-                        while recent and recent[0][0] < now - THROUGHPUT_WINDOW:
-                            recent.popleft()
-                        window = min(THROUGHPUT_WINDOW, max(now - run_started, 1e-3))
-                        rate = sum(b for _, b in recent) / window
-                        remaining = max(run.planned_bytes - finished_planned, 0)
-                        eta = remaining / rate if rate > 0 else None
-                        progress = {
-                            "active_transfers": in_flight,
-                            "throughput_bps": rate,
-                            "eta_seconds": eta,
-                            "current_step": step.index,
-                            "current_concurrency": step.concurrency,
-                            "progress_at": timezone.now(),
-                        }
-                        if not self._retrying(runs.renew_lease, run.pk, self.executor, **progress):
-                            raise LeaseLost
-                grace_over = cancel_at is not None and now - cancel_at >= grace
-                if stop == "cancelled" and in_flight and grace_over and now - last_abort >= 1.0:
-                    self.copier.cancel_all()
-                    last_abort = now
-
-                # 3. steps and budgets
-                if stop is None:
-                    if max_duration and now - run_started >= max_duration:
-                        stop = f"duration budget reached ({max_duration} s)"
-                    elif max_bytes and moved + in_flight_bytes >= max_bytes:
-                        stop = f"byte budget reached ({moved} of {max_bytes} bytes moved or in flight)"
-                    elif (step_seconds and now - step.started_at.timestamp() >= step_seconds) or (
-                        step_files and step_claimed >= step_files
-                    ):
-                        if step.index + 1 < len(steps):
-                            step = self._retrying(self._next_step, step, steps)
-                            step_claimed = 0
-                        else:
-                            stop = "concurrency sweep completed"
-
-                # 4. fill free slots
-                if stop is None and not queue_empty:
-                    free = step.concurrency - in_flight
-                    if step_files:
-                        free = min(free, step_files - step_claimed)
-                    if max_bytes:
-                        # Hand out no more than the budget can still take (at most one file over).
-                        free = min(free, math.ceil((max_bytes - moved - in_flight_bytes) / mean_size))
-                    if free > 0 and (free >= max(1, step.concurrency // 50) or now - last_claim >= 0.05):
-                        jobs = self._retrying(transfer_store.claim, run.pk, free, step.index, self.executor)
-                        last_claim = now
-                        step_claimed += len(jobs)
-                        if len(jobs) < free:
-                            queue_empty = True
-                        self._ensure_threads(step.concurrency)
-                        for job in jobs:
-                            self.work.put(job)
-                        in_flight += len(jobs)
-                        in_flight_bytes += sum(j.size for j in jobs)
-                if stop is None and queue_empty and in_flight == 0 and not pending:
-                    stop = "all planned transfers finished"
-                if stop and in_flight == 0 and not pending:
-                    break
+            loop.run()
         finally:
-            self._stop_threads()
-
-        final_state = stop_state
-        if final_state == RunState.SUCCEEDED and failed and not done:
+            self.pool.close()
+        final_state = loop.stop_state
+        if final_state == RunState.SUCCEEDED and loop.failed and not loop.done:
             final_state = RunState.FAILED
-        self._finish(run, final_state, stop or "")
+        self._finish(run, final_state, loop.stop or "")
         return final_state
-
-    # -- pieces of the loop ---------------------------------------------------------------------
-    def _drain(self, pending: list[CopyResult], block: float) -> list[CopyResult]:
-        got: list[CopyResult] = []
-        try:
-            if block:
-                got.append(self.results.get(timeout=block))
-            while True:
-                got.append(self.results.get_nowait())
-        except queue.Empty:
-            pass
-        pending.extend(got)
-        return got
 
     def _flush(self, pending: list[CopyResult], retries: int) -> dict[str, int]:
         return self._retrying(transfer_store.record, self.run_id, pending, retries, executor=self.executor)
@@ -275,37 +145,11 @@ class RunDriver:
                 log.warning("run %s: database unavailable (%s); retrying in %.1fs", self.run_id, exc, delay)
                 close_old_connections()
                 try:
-                    from django.db import connection
-
                     connection.close()
                 except DatabaseError:
                     pass
                 time.sleep(delay)
                 delay = min(delay * 2, 10.0)
-
-    def _ensure_threads(self, concurrency: int) -> None:
-        while len(self.threads) < concurrency:
-            thread = threading.Thread(target=self._copy_worker, name=f"copy-{len(self.threads)}", daemon=True)
-            thread.start()
-            self.threads.append(thread)
-
-    def _copy_worker(self) -> None:
-        while True:
-            job = self.work.get()
-            if job is None:
-                return
-            try:
-                result = self.copier.copy(job)
-            except Exception as exc:  # noqa: BLE001 - an engine bug must not lose the transfer
-                now = _now()
-                result = CopyResult(job, False, now, now, 0.0, message=f"engine error: {exc!r}", category="other")
-            self.results.put(result)
-
-    def _stop_threads(self) -> None:
-        for _ in self.threads:
-            self.work.put(None)
-        for thread in self.threads:
-            thread.join(timeout=5)
 
     def _current_step(self, run: Run, steps: list[int]) -> RunStep:
         step = RunStep.objects.filter(run=run).order_by("-index").first()
@@ -330,6 +174,9 @@ class RunDriver:
             RunStep.objects.filter(run=run, ended_at__isnull=True).update(ended_at=now)
         run.refresh_from_db()
         summary = analysis.run_summary(run)
+        # When the last transfer record was committed, apart from the summary's own cost.
+        summary["recorded_at"] = now.isoformat()
+        summary["summary_seconds"] = round((timezone.now() - now).total_seconds(), 3)
         Run.objects.filter(pk=run.pk).update(
             state=state,
             finished_at=now,
@@ -362,3 +209,177 @@ class RunDriver:
             transfer_store.close_remaining(self.run_id, TransferState.SKIPPED, f"run failed: {exc!r}"[:500])
         except DatabaseError:
             log.exception("run %s: could not record the crash", self.run_id)
+
+
+class _Loop:
+    """The state of one drive of a run, stepped by `run()` until the run may finish.
+
+    handed: jobs given to the pool and not yet back as results (waiting or copying).
+    """
+
+    def __init__(self, driver: RunDriver, run: Run) -> None:
+        self.driver = driver
+        self.run_obj = run
+        params = run.snapshot["parameters"]
+        self.steps: list[int] = params["concurrency_steps"]
+        self.step_seconds = params.get("step_seconds")
+        self.step_files = params.get("step_files")
+        self.retries = params.get("retries", 0)
+        self.grace = params.get("cancel_grace", 10)
+        self.max_bytes = params.get("max_bytes")
+        self.max_duration = params.get("max_duration")
+        self.run_started = run.started_at.timestamp()
+        self.mean_size = max(run.planned_bytes / max(run.planned_files, 1), 1.0)
+        self.step = driver._current_step(run, self.steps)
+        # A file-bounded step hands out exactly step_files transfers; the next step starts as
+        # soon as the last of them is handed out, so no slot sits idle between steps.
+        self.step_claimed = Transfer.objects.filter(run_id=run.pk, step=self.step.index).count()
+        self.handed = 0
+        self.handed_bytes = 0
+        self.done, self.failed = run.files_done, run.files_failed
+        self.moved = run.bytes_done
+        self.finished_planned = 0
+        self.pending: list[CopyResult] = []
+        self.recent: deque[tuple[float, int]] = deque()
+        self.last_flush = self.last_control = self.last_progress = self.last_claim = self.last_abort = 0.0
+        self.queue_empty = False
+        self.stop: str | None = None
+        self.stop_state = RunState.SUCCEEDED
+        self.cancel_at: float | None = None
+        # On a stop by time (or cancel), jobs handed out but not started go back to the queue;
+        # on a stop by count (files, bytes) they were within the limit and still run.
+        self.give_back = False
+        self.busy = False
+
+    @property
+    def prefetch(self) -> int:
+        return min(max(4, self.step.concurrency // 4), 512)
+
+    def run(self) -> None:
+        self.driver.pool.resize(self.step.concurrency)
+        while True:
+            now = _now()
+            self.collect(now)
+            self.control(now)
+            if self.stop is None:
+                self.advance(now)
+            if self.stop is None:
+                self.fill(now)  # before recording, so idle copy threads get work first
+            self.flush(now)
+            if self.stop is None and self.queue_empty and self.handed == 0 and not self.pending:
+                self.stop = "all planned transfers finished"
+            if self.stop:
+                if self.give_back:
+                    self.give_back_unstarted()
+                if self.handed == 0 and not self.pending:
+                    return
+
+    def collect(self, now: float) -> None:
+        # Wait a little for results unless the last round did something: a loop that spins
+        # would take the interpreter lock from the copy threads it is feeding.
+        got = self.driver.pool.collect(0.0 if self.busy else 0.01)
+        self.busy = bool(got)
+        for r in got:
+            self.handed -= 1
+            self.handed_bytes -= r.job.size
+            self.finished_planned += r.job.size
+            if r.ok:
+                self.moved += r.bytes
+                self.recent.append((r.finished, r.bytes))
+            self.pending.append(r)
+
+    def flush(self, now: float) -> None:
+        if self.pending and (len(self.pending) >= FLUSH_ROWS or now - self.last_flush >= FLUSH_SECONDS or self.stop):
+            delta = self.driver._flush(self.pending, self.retries)
+            self.done += delta["done"]
+            self.failed += delta["failed"]
+            if delta["requeued"]:
+                self.queue_empty = False
+            self.pending.clear()
+            self.last_flush = now
+
+    def control(self, now: float) -> None:
+        """Cancel requests, the heartbeat and the progress the dashboard shows."""
+        driver, run = self.driver, self.run_obj
+        if now - self.last_control >= CONTROL_SECONDS:
+            self.last_control = now
+            state = driver._retrying(runs.current_state, run.pk)
+            if state == RunState.CANCELLING and self.stop != "cancelled":
+                self.stop, self.stop_state, self.cancel_at = "cancelled", RunState.CANCELLED, now
+                self.give_back = True
+            if now - self.last_progress >= settings.STORAGEOPS_PROGRESS_SECONDS:
+                self.last_progress = now
+                if not driver._retrying(runs.renew_lease, run.pk, driver.executor, **self.progress(now)):
+                    raise LeaseLost
+        grace_over = self.cancel_at is not None and now - self.cancel_at >= self.grace
+        if self.stop == "cancelled" and self.handed and grace_over and now - self.last_abort >= 1.0:
+            driver.pool.cancel_running()
+            self.last_abort = now
+
+    def progress(self, now: float) -> dict:
+        while self.recent and self.recent[0][0] < now - THROUGHPUT_WINDOW:
+            self.recent.popleft()
+        window = min(THROUGHPUT_WINDOW, max(now - self.run_started, 1e-3))
+        rate = sum(b for _, b in self.recent) / window
+        remaining = max(self.run_obj.planned_bytes - self.finished_planned, 0)
+        return {
+            "active_transfers": max(self.handed - self.driver.pool.waiting(), 0),
+            "throughput_bps": rate,
+            "eta_seconds": remaining / rate if rate > 0 else None,
+            "current_step": self.step.index,
+            "current_concurrency": self.step.concurrency,
+            "progress_at": timezone.now(),
+        }
+
+    def advance(self, now: float) -> None:
+        """Budgets, and the move to the next concurrency step."""
+        timed_out = bool(self.step_seconds) and now - self.step.started_at.timestamp() >= self.step_seconds
+        if self.max_duration and now - self.run_started >= self.max_duration:
+            self.stop = f"duration budget reached ({self.max_duration} s)"
+            self.give_back = True
+        elif self.max_bytes and self.moved + self.handed_bytes >= self.max_bytes:
+            self.stop = f"byte budget reached ({self.moved} of {self.max_bytes} bytes moved or in flight)"
+        elif timed_out or (self.step_files and self.step_claimed >= self.step_files):
+            self.give_back = timed_out
+            if self.step.index + 1 < len(self.steps):
+                if timed_out:
+                    # Jobs not yet started belong to the new step: give them back to be re-claimed.
+                    self.give_back_unstarted()
+                self.step = self.driver._retrying(self.driver._next_step, self.step, self.steps)
+                self.step_claimed = 0
+                self.driver.pool.resize(self.step.concurrency)
+            else:
+                self.stop = "concurrency sweep completed"
+
+    def fill(self, now: float) -> None:
+        if self.queue_empty:
+            return
+        want = self.step.concurrency + self.prefetch - self.handed
+        if self.step_files:
+            want = min(want, self.step_files - self.step_claimed)
+        if self.max_bytes:
+            # Hand out no more than the budget can still take (at most one file over).
+            left = self.max_bytes - self.moved - self.handed_bytes
+            want = min(want, math.ceil(left / self.mean_size))
+        if want <= 0 or (want < max(1, self.prefetch // 4) and now - self.last_claim < 0.05):
+            return
+        run = self.run_obj
+        jobs = self.driver._retrying(transfer_store.claim, run.pk, want, self.step.index, self.driver.executor)
+        self.last_claim = now
+        self.step_claimed += len(jobs)
+        if len(jobs) < want:
+            self.queue_empty = True
+        self.driver.pool.submit(jobs)
+        self.busy = self.busy or bool(jobs)
+        self.handed += len(jobs)
+        self.handed_bytes += sum(j.size for j in jobs)
+
+    def give_back_unstarted(self) -> None:
+        jobs = self.driver.pool.take_unstarted()
+        if not jobs:
+            return
+        self.driver._retrying(transfer_store.release, self.run_obj.pk, [j.id for j in jobs], self.driver.executor)
+        self.handed -= len(jobs)
+        self.handed_bytes -= sum(j.size for j in jobs)
+        self.step_claimed -= sum(1 for j in jobs if j.step == self.step.index)
+        self.queue_empty = False

@@ -330,7 +330,11 @@ class Transfer(models.Model):
     destination_endpoint = models.ForeignKey(Endpoint, on_delete=models.PROTECT, related_name="+", db_index=False)
     size = models.PositiveBigIntegerField(help_text="Planned bytes.")
     state = models.CharField(max_length=10, choices=choices.TransferState.choices, default="queued")
-    attempt = models.PositiveSmallIntegerField(default=0)
+    attempt = models.PositiveSmallIntegerField(
+        default=0,
+        help_text="Hand-overs to a copy thread. After a worker crash, the transfers it had handed over "
+        "(copying, or queued in its memory) are retried and count one attempt more.",
+    )
     executor = models.CharField(max_length=200, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)

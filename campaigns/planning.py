@@ -9,7 +9,7 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator
 from dataclasses import dataclass
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 from django.forms.models import model_to_dict
 
@@ -79,21 +79,6 @@ class PlannedTransfer:
     destination_endpoint_id: int
 
 
-def with_query(url: str, extra: dict[str, object]) -> str:
-    """Add query parameters (mock:// takes its behaviour from them), keeping existing ones."""
-    parts = urlsplit(url)
-    query = dict(parse_qsl(parts.query))
-    query.update({k: str(v) for k, v in extra.items()})
-    return urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode(query), ""))
-
-
-def join(prefix: str, path: str) -> str:
-    """`path` below an endpoint URL prefix; a query on the prefix (mock://…?time=1) is kept."""
-    parts = urlsplit(prefix)
-    base = parts.path if parts.path.endswith("/") else parts.path + "/"
-    return urlunsplit((parts.scheme, parts.netloc, base + path.lstrip("/"), parts.query, ""))
-
-
 def file_sizes(parameters: dict, seed: int) -> list[int]:
     """Sizes in plan order; a mix is shuffled (seeded) so every step sees every size."""
     mix = parameters.get("file_mix") or []
@@ -112,17 +97,30 @@ def destination_path(parameters: dict, run_id: int, index: int) -> str:
     return f"{parameters['destination_path'].strip('/')}/run-{run_id}/f{index:07d}"
 
 
-def _url(endpoint: dict, path: str, size: int) -> str:
-    url = join(endpoint["url"], path)
-    if endpoint["protocol"] == "mock":
-        url = with_query(url, {"size": size})
-    return url
+class _UrlMaker:
+    """Builds transfer URLs below one endpoint; the prefix is parsed once, not per file."""
+
+    def __init__(self, endpoint: dict) -> None:
+        parts = urlsplit(endpoint["url"])
+        base = parts.path if parts.path.endswith("/") else parts.path + "/"
+        self.head = f"{parts.scheme}://{parts.netloc}{base}"
+        self.query = parts.query
+        self.mock = endpoint["protocol"] == "mock"
+
+    def __call__(self, path: str, size: int) -> str:
+        url = self.head + path.lstrip("/")
+        query = self.query
+        if self.mock:
+            # mock:// takes the file's size from the URL.
+            query = f"{query}&size={size}" if query else f"size={size}"
+        return f"{url}?{query}" if query else url
 
 
 def plan(snapshot: dict, run_id: int) -> Iterator[PlannedTransfer]:
     """The run's transfers: sources and destinations taken in turn, direction applied."""
     parameters = snapshot["parameters"]
     sources, destinations = snapshot["sources"], snapshot["destinations"]
+    makers = {ep["id"]: _UrlMaker(ep) for ep in [*sources, *destinations]}
     distinct = parameters.get("source_file_count")
     for index, size in enumerate(file_sizes(parameters, seed=run_id)):
         src, dst = sources[index % len(sources)], destinations[index % len(destinations)]
@@ -132,8 +130,8 @@ def plan(snapshot: dict, run_id: int) -> Iterator[PlannedTransfer]:
         number = index % distinct if distinct else index
         yield PlannedTransfer(
             index=index,
-            source=_url(src, source_path(parameters, size, number), size),
-            destination=_url(dst, destination_path(parameters, run_id, index), size),
+            source=makers[src["id"]](source_path(parameters, size, number), size),
+            destination=makers[dst["id"]](destination_path(parameters, run_id, index), size),
             size=size,
             source_endpoint_id=src["id"],
             destination_endpoint_id=dst["id"],

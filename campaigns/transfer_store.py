@@ -190,6 +190,13 @@ def record(run_id: int, results: Sequence[CopyResult], retries: int, *, executor
     return {"done": done, "failed": failed, "skipped": skipped, "bytes": moved, "requeued": requeued}
 
 
+def release(run_id: int, ids: list[int], executor: str) -> int:
+    """Return claimed transfers that no copy thread started: not an attempt, just not yet."""
+    return Transfer.objects.filter(run_id=run_id, id__in=ids, executor=executor, state=TransferState.ACTIVE).update(
+        state=TransferState.QUEUED, attempt=F("attempt") - 1, executor="", step=None
+    )
+
+
 def requeue_orphans(run_id: int) -> int:
     """Transfers left active by a driver that died go back to the queue to be retried."""
     return Transfer.objects.filter(run_id=run_id, state=TransferState.ACTIVE).update(state=TransferState.QUEUED)

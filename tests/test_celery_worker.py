@@ -76,6 +76,7 @@ def test_embedded_defaults_run_a_task_and_a_campaign(tmp_path):
         ],
         env,
         tmp_path,
+        cwd=ROOT,
     ).start()
     try:
         worker.wait_for_log("ready.", timeout=60)

@@ -22,6 +22,10 @@ try:  # Debian's python3-gfal2; absent only on machines that never run transfers
 except ImportError:  # pragma: no cover - the install scripts always provide it
     gfal2 = None
 
+# gfal2 loads its plugins and configuration on the first context of a process, and that
+# first initialisation is not thread-safe: a freshly forked worker whose copy threads all
+# created their contexts at once died with SIGSEGV. Contexts are made one at a time.
+_CONTEXT_LOCK = threading.Lock()
 _HTTP_COPY_MODES = {"pull": "3rd pull", "push": "3rd push", "streamed": "streamed"}
 _CHECKSUM_IN_TEXT = re.compile(r"\b([0-9a-fA-F]{8}|[0-9a-fA-F]{32})\b")
 
@@ -50,8 +54,9 @@ class Gfal2Copier:
     def _context(self):
         state = getattr(self._local, "state", None)
         if state is None:
-            ctx = gfal2.creat_context()
-            self._configure(ctx)
+            with _CONTEXT_LOCK:
+                ctx = gfal2.creat_context()
+                self._configure(ctx)
             params = self._parameters(ctx)
             state = self._local.state = (ctx, params)
         return state
@@ -149,8 +154,9 @@ class Gfal2Copier:
     # -- helpers used around a run ------------------------------------------------------------
     def upload(self, local_path: str, url: str) -> None:
         """Copy a local file to `url` (creating source files before a run); raises on failure."""
-        ctx = gfal2.creat_context()
-        self._configure(ctx)
+        with _CONTEXT_LOCK:
+            ctx = gfal2.creat_context()
+            self._configure(ctx)
         params = ctx.transfer_parameters()
         params.overwrite = True
         params.create_parent = True

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from django.db import connection
 
-from tests.support.processes import PYTHON, ManagedProcess
+from tests.support.processes import PYTHON, ROOT, ManagedProcess
 
 
 def test_database_url() -> str:
@@ -30,6 +30,8 @@ def child_env(**overrides: str) -> dict[str, str]:
             "DATABASE_URL": test_database_url(),
             "GFAL_PYTHONBIN": "/usr/bin/python3",
             "PYTHONUNBUFFERED": "1",
+            # A crash in native code (gfal2, XRootD's client) prints every thread's stack.
+            "PYTHONFAULTHANDLER": "1",
         }
     )
     env.update(overrides)
@@ -58,4 +60,4 @@ def celery_worker(
         "-l",
         "info",
     ]
-    return ManagedProcess(node, argv, child_env(**env), log_dir).start()
+    return ManagedProcess(node, argv, child_env(**env), log_dir, cwd=ROOT).start()

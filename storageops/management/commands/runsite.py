@@ -53,7 +53,7 @@ class Command(BaseCommand):
                     {s.name: s.root_url("/demo/") for s in servers}, xrootd_version=xrootd_version()
                 )
             python = sys.executable
-            env = dict(os.environ, GFAL_PYTHONBIN="/usr/bin/python3", PYTHONUNBUFFERED="1")
+            env = dict(os.environ, GFAL_PYTHONBIN="/usr/bin/python3", PYTHONUNBUFFERED="1", PYTHONFAULTHANDLER="1")
             base = str(settings.BASE_DIR)
             supervisor.start(
                 "web",
@@ -124,7 +124,7 @@ class Command(BaseCommand):
             while not stopping:
                 exited = supervisor.first_exited()
                 if exited:
-                    self.stderr.write(f"{exited.name} exited ({exited.process.returncode}); stopping everything.")
+                    self.stderr.write(f"{exited.name} exited ({exited.returncode}); stopping everything.")
                     break
                 time.sleep(0.5)
         finally:
