@@ -92,11 +92,12 @@ class RunDriver:
     # -- phases -------------------------------------------------------------------------------
     def _prepare(self, run: Run) -> None:
         run.versions = runs.collect_versions(run.snapshot)
+        checksums: dict[int, str] = {}
         if run.snapshot["parameters"].get("create_sources"):
-            create_sources(run.snapshot, run.pk, self.copier)
+            checksums = create_sources(run.snapshot, run.pk, self.copier)
         with transaction.atomic():
             if not Transfer.objects.filter(run_id=run.pk).exists():
-                transfer_store.insert_plan(run.pk, plan(run.snapshot, run.pk))
+                transfer_store.insert_plan(run.pk, plan(run.snapshot, run.pk), checksums)
             run.state = RunState.RUNNING
             run.started_at = timezone.now()
             Run.objects.filter(pk=run.pk, executor=self.executor).update(

@@ -224,6 +224,12 @@ class Campaign(BaseModel):
         steps = self.concurrency_steps
         if isinstance(steps, list) and len(steps) > 1 and not (self.step_seconds or self.step_files):
             errors["step_seconds"] = "A sweep of several steps needs a step length in seconds or files."
+        if self.checksum_mode in (choices.ChecksumMode.SOURCE, choices.ChecksumMode.TARGET) and not self.create_sources:
+            # gfal2 compares one side against an expected value, known only for data StorageOps made.
+            errors["checksum_mode"] = (
+                "Source-only or target-only checks compare against the data's known checksum: "
+                "let StorageOps create the source files, or check both sides."
+            )
         if self.engine == choices.Engine.FTS and self.tpc_mode == choices.TpcMode.STREAMED:
             errors["tpc_mode"] = "FTS does third-party copies; streamed mode needs the gfal2 engine."
         if errors:
@@ -344,6 +350,7 @@ class Transfer(models.Model):
     error_category = models.CharField(max_length=20, choices=choices.ErrorCategory.choices, blank=True)
     error_code = models.IntegerField(null=True, blank=True)
     error_message = models.TextField(blank=True)
+    copy_mode = models.CharField(max_length=20, blank=True, help_text="The mode the engine reports it used.")
     source_checksum = models.CharField(max_length=128, blank=True)
     destination_checksum = models.CharField(max_length=128, blank=True)
 

@@ -25,33 +25,45 @@ _INSERT_BATCH = 5000
 _RECORD_SQL = (
     "UPDATE " + _TABLE + " SET state=%s, started_at=%s, finished_at=%s, duration=%s, bytes_transferred=%s, "  # noqa: S608
     "throughput_bps=%s, error_category=%s, error_code=%s, error_message=%s, source_checksum=%s, "
-    "destination_checksum=%s WHERE id=%s AND executor=%s AND state='active'"
+    "destination_checksum=%s, copy_mode=%s WHERE id=%s AND executor=%s AND state='active'"
 )
 _RECORD_SQL_PG = (
     "UPDATE " + _TABLE + " AS t SET state=v.state, started_at=v.started_at, finished_at=v.finished_at, "  # noqa: S608
     "duration=v.duration, bytes_transferred=v.moved, throughput_bps=v.throughput, error_category=v.category, "
-    "error_code=v.code, error_message=v.message, source_checksum=v.src_sum, destination_checksum=v.dst_sum "
-    "FROM unnest(%s::text[], %s::timestamptz[], %s::timestamptz[], %s::float8[], %s::bigint[], %s::float8[], "
-    "%s::text[], %s::integer[], %s::text[], %s::text[], %s::text[], %s::bigint[], %s::text[]) "
-    "AS v(state, started_at, finished_at, duration, moved, throughput, category, code, message, src_sum, dst_sum, "
-    "id, executor) WHERE t.id = v.id AND t.executor = v.executor AND t.state = 'active'"
+    "error_code=v.code, error_message=v.message, source_checksum=v.src_sum, destination_checksum=v.dst_sum, "
+    "copy_mode=v.mode FROM unnest(%s::text[], %s::timestamptz[], %s::timestamptz[], %s::float8[], %s::bigint[], "
+    "%s::float8[], %s::text[], %s::integer[], %s::text[], %s::text[], %s::text[], %s::text[], %s::bigint[], "
+    "%s::text[]) AS v(state, started_at, finished_at, duration, moved, throughput, category, code, message, "
+    "src_sum, dst_sum, mode, id, executor) WHERE t.id = v.id AND t.executor = v.executor AND t.state = 'active'"
 )
 # Claim the next queued rows in plan order and mark them active in one round trip.
 _CLAIM_SQL = (
     "UPDATE " + _TABLE + " SET state='active', attempt=attempt+1, step=%s, executor=%s "  # noqa: S608
     "WHERE id IN (SELECT id FROM " + _TABLE + " WHERE run_id=%s AND state='queued' ORDER BY index LIMIT %s) "
-    "RETURNING id, index, source, destination, size, attempt"
+    "RETURNING id, index, source, destination, size, attempt, source_checksum"
 )
 
 
-def insert_plan(run_id: int, planned: Iterable[PlannedTransfer]) -> int:
-    """Insert the planned transfers (state queued). COPY on PostgreSQL: 100k rows in ~1 s."""
+def insert_plan(run_id: int, planned: Iterable[PlannedTransfer], checksums: dict[int, str] | None = None) -> int:
+    """Insert the planned transfers (state queued). COPY on PostgreSQL: 100k rows in ~1 s.
+
+    `checksums` maps a file size to the known checksum of the source data of that size
+    (sources StorageOps generated); it is kept as the transfer's expected source checksum.
+    """
+    checksums = checksums or {}
     if connection.vendor == "postgresql":
-        return _copy_plan(run_id, planned)
+        return _copy_plan(run_id, planned, checksums)
     count = 0
     batch: list[Transfer] = []
     for item in planned:
-        batch.append(Transfer(run_id=run_id, state=TransferState.QUEUED, **_plan_fields(item)))
+        batch.append(
+            Transfer(
+                run_id=run_id,
+                state=TransferState.QUEUED,
+                source_checksum=checksums.get(item.size, ""),
+                **_plan_fields(item),
+            )
+        )
         if len(batch) >= _INSERT_BATCH:
             Transfer.objects.bulk_create(batch)
             count += len(batch)
@@ -71,7 +83,7 @@ def _plan_fields(item: PlannedTransfer) -> dict:
     }
 
 
-def _copy_plan(run_id: int, planned: Iterable[PlannedTransfer]) -> int:
+def _copy_plan(run_id: int, planned: Iterable[PlannedTransfer], checksums: dict[int, str]) -> int:
     columns = (
         "run_id, index, source, destination, size, source_endpoint_id, destination_endpoint_id, state, "
         "attempt, executor, error_category, error_message, source_checksum, destination_checksum"
@@ -95,7 +107,7 @@ def _copy_plan(run_id: int, planned: Iterable[PlannedTransfer]) -> int:
                         "",
                         "",
                         "",
-                        "",
+                        checksums.get(item.size, ""),
                         "",
                     )
                 )
@@ -115,14 +127,15 @@ def claim(run_id: int, limit: int, step: int, executor: str) -> list[CopyJob]:
         rows = list(
             Transfer.objects.filter(run_id=run_id, state=TransferState.QUEUED)
             .order_by("index")
-            .values_list("id", "index", "source", "destination", "size", "attempt")[:limit]
+            .values_list("id", "index", "source", "destination", "size", "attempt", "source_checksum")[:limit]
         )
         Transfer.objects.filter(id__in=[r[0] for r in rows]).update(
             state=TransferState.ACTIVE, attempt=F("attempt") + 1, step=step, executor=executor
         )
-        rows = [(*r[:5], r[5] + 1) for r in rows]
+        rows = [(*r[:5], r[5] + 1, r[6]) for r in rows]
     return [
-        CopyJob(id=r[0], index=r[1], source=r[2], destination=r[3], size=r[4], step=step, attempt=r[5]) for r in rows
+        CopyJob(id=r[0], index=r[1], source=r[2], destination=r[3], size=r[4], step=step, attempt=r[5], checksum=r[6])
+        for r in rows
     ]
 
 
@@ -169,6 +182,7 @@ def record(run_id: int, results: Sequence[CopyResult], retries: int, *, executor
                 r.message[:4000],
                 r.source_checksum,
                 r.destination_checksum,
+                r.copy_mode,
                 r.job.id,
                 executor,
             )

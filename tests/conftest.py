@@ -61,3 +61,42 @@ def worker(transactional_db, log_dir):
         yield process
     finally:
         process.stop()
+
+
+# -- real XRootD servers on loopback -------------------------------------------------------------
+@pytest.fixture(scope="session")
+def xrootd_pair(tmp_path_factory):
+    """Two plain XRootD doors (root://, TPC enabled, adler32), run as nobody on free ports."""
+    from storageops.xrootd_server import XRootDServer
+
+    base = tmp_path_factory.mktemp("xrootd")
+    servers = [XRootDServer(name, base / name, workdir=base / f"{name}-run").start() for name in ("door1", "door2")]
+    try:
+        yield servers
+    finally:
+        for server in servers:
+            server.stop()
+
+
+@pytest.fixture(scope="session")
+def test_ca(tmp_path_factory):
+    from storageops.xrootd_server import make_test_ca
+
+    return make_test_ca(tmp_path_factory.mktemp("ca"))
+
+
+@pytest.fixture(scope="session")
+def xrootd_https_pair(tmp_path_factory, test_ca):
+    """Two XRootD doors that also serve HTTPS (davs) with XrdHttpTPC, certified by a throw-away CA."""
+    from storageops.xrootd_server import XRootDServer
+
+    base = tmp_path_factory.mktemp("xrootd-https")
+    servers = [
+        XRootDServer(name, base / name, https=test_ca, workdir=base / f"{name}-run").start()
+        for name in ("https1", "https2")
+    ]
+    try:
+        yield servers
+    finally:
+        for server in servers:
+            server.stop()

@@ -112,3 +112,10 @@ def test_host_fields_are_validated(fields, field):
     with pytest.raises(ValidationError) as exc:
         Host.objects.create(**{"name": "door1", **fields})
     assert field in _errors(exc)
+
+
+def test_one_sided_checksum_needs_generated_sources():
+    with pytest.raises(ValidationError) as exc:
+        Campaign(name="one-sided", checksum_mode="source").save()
+    assert "create the source files" in exc.value.message_dict["checksum_mode"][0]
+    Campaign(name="one-sided-ok", checksum_mode="target", create_sources=True).save()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
@@ -42,6 +42,7 @@ class CopyJob:
     size: int
     step: int
     attempt: int
+    checksum: str = ""  # the source data's known checksum, when StorageOps generated it
 
 
 @dataclass(slots=True)
@@ -56,7 +57,7 @@ class CopyResult:
     category: str = ""
     source_checksum: str = ""
     destination_checksum: str = ""
-    extra: dict = field(default_factory=dict)
+    copy_mode: str = ""
 
     @property
     def bytes(self) -> int:

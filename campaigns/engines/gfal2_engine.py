@@ -9,7 +9,6 @@ threads (the mock plugin's stat stage, for one).
 from __future__ import annotations
 
 import os
-import re
 import threading
 import time
 from collections.abc import Iterable
@@ -27,7 +26,6 @@ except ImportError:  # pragma: no cover - the install scripts always provide it
 # created their contexts at once died with SIGSEGV. Contexts are made one at a time.
 _CONTEXT_LOCK = threading.Lock()
 _HTTP_COPY_MODES = {"pull": "3rd pull", "push": "3rd push", "streamed": "streamed"}
-_CHECKSUM_IN_TEXT = re.compile(r"\b([0-9a-fA-F]{8}|[0-9a-fA-F]{32})\b")
 
 
 def gfal2_version() -> str:
@@ -92,23 +90,26 @@ class Gfal2Copier:
             params.tcp_buffersize = options.tcp_buffer_size
         if options.tpc_mode == "streamed":
             params.local_transfers = True
-        if options.checksum_mode != "none":
-            mode = getattr(gfal2.checksum_mode, options.checksum_mode)
-            params.set_checksum(mode, options.checksum_algorithm.upper(), "")
+        if options.checksum_mode == "both":
+            params.set_checksum(gfal2.checksum_mode.both, options.checksum_algorithm.upper(), "")
         return params
 
     # -- copying ----------------------------------------------------------------------------
     def copy(self, job: CopyJob) -> CopyResult:
         ctx, params = self._context()
-        checksums: dict[str, str] = {}
+        seen: dict[str, str] = {}
 
         def on_event(event) -> None:
-            if "CHECKSUM" in str(event.stage) and event.description:
-                found = _CHECKSUM_IN_TEXT.findall(event.description)
-                if found:
-                    checksums["source" if event.side == gfal2.event_side.source else "destination"] = found[-1]
+            # gfal2 says which copy mode it really used ("3rd pull", "3rd push", "streamed"):
+            # the record proves the mode instead of trusting the configuration.
+            if event.stage == "TRANSFER:TYPE":
+                seen["mode"] = event.description
 
         params.event_callback = on_event
+        if self.options.checksum_mode in ("source", "target"):
+            # gfal2 compares one side against a value we give: the generated data's checksum.
+            mode = getattr(gfal2.checksum_mode, self.options.checksum_mode)
+            params.set_checksum(mode, self.options.checksum_algorithm.upper(), job.checksum)
         key = threading.get_ident()
         with self._busy_lock:
             self._busy[key] = ctx
@@ -128,19 +129,24 @@ class Gfal2Copier:
                 code=exc.code,
                 message=message,
                 category=categorize(exc.code, message),
+                copy_mode=seen.get("mode", ""),
+                source_checksum=job.checksum,
             )
         finally:
             with self._busy_lock:
                 self._busy.pop(key, None)
         duration = time.monotonic() - tick
+        verified = self.options.checksum_mode in ("target", "both") and job.checksum
         return CopyResult(
             job,
             True,
             started,
             started + duration,
             duration,
-            source_checksum=checksums.get("source", ""),
-            destination_checksum=checksums.get("destination", ""),
+            copy_mode=seen.get("mode", ""),
+            source_checksum=job.checksum,
+            # gfal2 checked the destination equals the known source checksum: record it.
+            destination_checksum=job.checksum if verified else "",
         )
 
     def cancel_all(self) -> int:
