@@ -86,7 +86,7 @@ def _plan_fields(item: PlannedTransfer) -> dict:
 def _copy_plan(run_id: int, planned: Iterable[PlannedTransfer], checksums: dict[int, str]) -> int:
     columns = (
         "run_id, index, source, destination, size, source_endpoint_id, destination_endpoint_id, state, "
-        "attempt, executor, error_category, error_message, source_checksum, destination_checksum"
+        "attempt, executor, error_category, error_message, source_checksum, destination_checksum, copy_mode"
     )
     count = 0
     with connection.cursor() as cursor:
@@ -108,6 +108,7 @@ def _copy_plan(run_id: int, planned: Iterable[PlannedTransfer], checksums: dict[
                         "",
                         "",
                         checksums.get(item.size, ""),
+                        "",
                         "",
                     )
                 )

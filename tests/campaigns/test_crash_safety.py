@@ -34,6 +34,8 @@ def wait_for(predicate, timeout: float, what: str):
 
 def progress(run_id: int) -> int:
     run = Run.objects.get(pk=run_id)
+    if run.state == RunState.FAILED:
+        raise AssertionError(f"run {run_id} failed: {run.error[-2000:]}")
     return run.files_done + run.files_failed
 
 
