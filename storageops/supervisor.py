@@ -24,5 +24,5 @@ class Supervisor:
 
     def stop_all(self) -> None:
         for child in reversed(self.children):
-            child.stop(timeout=15)
+            child.stop(timeout=8)
         self.children.clear()

@@ -22,7 +22,7 @@ from campaigns import runs
 from storageops import roles
 from storageops.demo import register_demo_site
 from storageops.supervisor import Supervisor
-from storageops.xrootd_server import XRootDServer, free_port, xrootd_version
+from storageops.xrootd_server import XRootDServer, free_port
 
 
 class Command(BaseCommand):
@@ -50,7 +50,8 @@ class Command(BaseCommand):
             if not no_demo:
                 servers = self._start_doors()
                 campaign = register_demo_site(
-                    {s.name: s.root_url("/demo/") for s in servers}, xrootd_version=xrootd_version()
+                    {s.name: s.root_url_for("/data/demo/") for s in servers},
+                    xrootd_version=runs.xrootd_server_version(servers[0].root_url),
                 )
             python = sys.executable
             env = dict(os.environ, GFAL_PYTHONBIN="/usr/bin/python3", PYTHONUNBUFFERED="1", PYTHONFAULTHANDLER="1")
@@ -120,7 +121,7 @@ class Command(BaseCommand):
                 )
             )
             for server in servers:
-                self.stdout.write(f"  demo door {server.name}: {server.root_url('/demo/')}")
+                self.stdout.write(f"  demo door {server.name}: {server.root_url_for('/data/demo/')}")
             while not stopping:
                 exited = supervisor.first_exited()
                 if exited:
