@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from datetime import timedelta
@@ -164,3 +165,30 @@ def test_a_run_is_resumed_from_its_rows_after_its_driver_vanished(settings):
     assert (run.files_done, run.files_failed, run.files_skipped) == (40, 0, 0)
     retried = Transfer.objects.filter(run=run, attempt=2)
     assert sorted(retried.values_list("index", flat=True)) == [j.index for j in jobs]
+
+
+def test_live_progress_is_persisted_every_two_seconds():
+    campaign = mock_campaign("live", file_count=60, dst_query="time=1", concurrency_steps=[10])
+    run = runs.create_run(campaign, trigger="command")
+    thread = threading.Thread(target=RunDriver(run.pk).drive)
+    thread.start()
+    seen = []
+    try:
+        deadline = time.monotonic() + 30
+        while thread.is_alive() and time.monotonic() < deadline:
+            live = Run.objects.get(pk=run.pk)
+            if live.state == RunState.RUNNING and live.progress_at:
+                seen.append((time.monotonic(), live.progress_at, live))
+            time.sleep(0.25)
+    finally:
+        thread.join(timeout=30)
+    stamps = sorted({p for _, p, _ in seen})
+    assert len(stamps) >= 2
+    assert max((b - a).total_seconds() for a, b in itertools.pairwise(stamps)) <= 2.6
+    mid = [r for _, _, r in seen if 0 < r.files_done < 60]
+    assert mid, "progress must be visible while the run is going"
+    sample = mid[-1]
+    assert sample.throughput_bps and sample.throughput_bps > 0
+    assert sample.eta_seconds is not None and sample.eta_seconds > 0
+    assert sample.current_step == 0 and sample.current_concurrency == 10
+    assert 0 < sample.active_transfers <= 10
