@@ -20,6 +20,8 @@ os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/storag
 os.environ.setdefault("CELERY_BROKER_URL", "redis://127.0.0.1:6379/0")
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "storageops.settings")
 os.environ.setdefault("GFAL_PYTHONBIN", "/usr/bin/python3")
+# Queues of our own: another session's workers on the same Redis must not take our tasks.
+os.environ.setdefault("STORAGEOPS_QUEUE_PREFIX", f"bench-{os.getpid()}-")
 
 
 def ensure_database() -> None:
@@ -56,10 +58,13 @@ def machine() -> str:
 
 
 def start_worker(name: str, log_dir: Path, concurrency: int = 2, **env: str):
+    from django.conf import settings
+
     from storageops.processes import ManagedProcess
 
+    queues = f"{settings.STORAGEOPS_CONTROL_QUEUE},{settings.STORAGEOPS_TRANSFERS_QUEUE}"
     argv = [
-        sys.executable, "-m", "celery", "-A", "storageops", "worker", "-Q", "control,transfers",
+        sys.executable, "-m", "celery", "-A", "storageops", "worker", "-Q", queues,
         "-c", str(concurrency), "-n", f"{name}@%h", "--without-mingle", "--without-gossip", "-l", "warning",
     ]  # fmt: skip
     worker = ManagedProcess(name, argv, {**os.environ, **env}, log_dir, cwd=ROOT).start()

@@ -13,10 +13,11 @@ BUILTIN = (
 
 
 def ensure_builtin_schedules() -> None:
+    from django.conf import settings
     from django_celery_beat.models import IntervalSchedule, PeriodicTask
 
     for name, task, seconds in BUILTIN:
         interval, _ = IntervalSchedule.objects.get_or_create(every=seconds, period=IntervalSchedule.SECONDS)
         PeriodicTask.objects.update_or_create(
-            name=name, defaults={"task": task, "interval": interval, "queue": "control"}
+            name=name, defaults={"task": task, "interval": interval, "queue": settings.STORAGEOPS_CONTROL_QUEUE}
         )

@@ -147,11 +147,12 @@ CELERY_RESULT_EXPIRES = 24 * 3600
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TIMEZONE = TIME_ZONE
-CELERY_TASK_DEFAULT_QUEUE = "control"
-CELERY_TASK_ROUTES = {
-    "campaigns.drive_run": {"queue": "transfers"},
-    "collectors.host.*": {"queue": "control"},
-}
+# A prefix keeps deployments (or test sessions) that share one broker out of each other's queues.
+STORAGEOPS_QUEUE_PREFIX = env_str("STORAGEOPS_QUEUE_PREFIX", "")
+STORAGEOPS_CONTROL_QUEUE = f"{STORAGEOPS_QUEUE_PREFIX}control"
+STORAGEOPS_TRANSFERS_QUEUE = f"{STORAGEOPS_QUEUE_PREFIX}transfers"
+CELERY_TASK_DEFAULT_QUEUE = STORAGEOPS_CONTROL_QUEUE
+CELERY_TASK_ROUTES = {"campaigns.drive_run": {"queue": STORAGEOPS_TRANSFERS_QUEUE}}
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_ACKS_LATE = False
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True

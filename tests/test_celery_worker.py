@@ -11,6 +11,7 @@ from django.conf import settings
 
 from storageops.tasks import ping
 from tests.support.processes import PYTHON, ROOT, ManagedProcess
+from tests.support.workers import worker_queues
 
 
 def test_task_round_trip_through_a_real_worker(worker):
@@ -64,7 +65,7 @@ def test_embedded_defaults_run_a_task_and_a_campaign(tmp_path):
             "storageops",
             "worker",
             "-Q",
-            "control,transfers",
+            worker_queues(),
             "-c",
             "2",
             "-n",

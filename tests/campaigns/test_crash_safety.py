@@ -129,7 +129,12 @@ def test_broker_restart_mid_run_loses_nothing(log_dir, tmp_path, settings):
         run = runs.create_run(campaign, trigger="command")
         from storageops.celery import app
 
-        app.send_task("campaigns.drive_run", (run.pk,), queue="transfers", connection=app.connection_for_write(url))
+        app.send_task(
+            "campaigns.drive_run",
+            (run.pk,),
+            queue=settings.STORAGEOPS_TRANSFERS_QUEUE,
+            connection=app.connection_for_write(url),
+        )
         wait_for(lambda: progress(run.pk) >= 200, 60, "200 finished transfers")
         redis.stop()
         time.sleep(3)

@@ -6,6 +6,7 @@ import os
 import uuid
 from pathlib import Path
 
+from django.conf import settings
 from django.db import connection
 
 from tests.support.processes import PYTHON, ROOT, ManagedProcess
@@ -20,6 +21,10 @@ def test_database_url() -> str:
     port = s.get("PORT") or 5432
     auth = s["USER"] + (f":{s['PASSWORD']}" if s.get("PASSWORD") else "") + "@" if s.get("USER") else ""
     return f"postgres://{auth}{host}:{port}/{s['NAME']}"
+
+
+def worker_queues() -> str:
+    return f"{settings.STORAGEOPS_CONTROL_QUEUE},{settings.STORAGEOPS_TRANSFERS_QUEUE}"
 
 
 def child_env(**overrides: str) -> dict[str, str]:
@@ -39,9 +44,10 @@ def child_env(**overrides: str) -> dict[str, str]:
 
 
 def celery_worker(
-    log_dir: Path, *, queues: str = "control,transfers", concurrency: int = 2, name: str | None = None, **env: str
+    log_dir: Path, *, queues: str = "", concurrency: int = 2, name: str | None = None, **env: str
 ) -> ManagedProcess:
     node = name or f"test-{uuid.uuid4().hex[:8]}"
+    queues = queues or worker_queues()
     argv = [
         PYTHON,
         "-m",

@@ -83,7 +83,7 @@ class Command(BaseCommand):
                     "storageops",
                     "worker",
                     "-Q",
-                    "control,transfers",
+                    f"{settings.STORAGEOPS_CONTROL_QUEUE},{settings.STORAGEOPS_TRANSFERS_QUEUE}",
                     "-c",
                     "2",
                     "-l",
