@@ -49,6 +49,8 @@ class Aggregate:
     last_end: datetime | None = None
     durations: list[float] = field(default_factory=list)
     errors: Counter = field(default_factory=Counter)
+    # Intervals left out of the analysis (around restarts): not counted as active time.
+    excluded: list[tuple[datetime, datetime]] = field(default_factory=list)
 
     def add(self, state, size, moved, started, finished, duration, category) -> None:
         if state == TransferState.SUCCEEDED:
@@ -71,7 +73,9 @@ class Aggregate:
     def window(self) -> float:
         if self.first_start is None or self.last_end is None:
             return 0.0
-        return max((self.last_end - self.first_start).total_seconds(), 0.0)
+        span = (self.last_end - self.first_start).total_seconds()
+        cut = sum(_overlap(self.first_start, self.last_end, lo, hi) for lo, hi in self.excluded)
+        return max(span - cut, 0.0)
 
     def as_dict(self) -> dict:
         self.durations.sort()
@@ -93,6 +97,10 @@ class Aggregate:
         }
 
 
+def _overlap(start: datetime, end: datetime, lo: datetime, hi: datetime) -> float:
+    return max((min(end, hi) - max(start, lo)).total_seconds(), 0.0)
+
+
 def _rows(run: Run) -> Iterator[tuple]:
     return Transfer.objects.filter(run=run).values_list(*_FIELDS).iterator(chunk_size=20000)
 
@@ -106,13 +114,27 @@ def _door_names(endpoint_ids: Iterable[int]) -> dict[int, str]:
     return names
 
 
-def run_summary(run: Run) -> dict:
-    """The totals, the step table, and the per-endpoint and per-door figures of a run."""
-    total = Aggregate()
-    steps: dict[int, Aggregate] = defaultdict(Aggregate)
-    by_destination: dict[int, Aggregate] = defaultdict(Aggregate)
-    by_source: dict[int, Aggregate] = defaultdict(Aggregate)
+def run_summary(run: Run, exclude: list[tuple[datetime, datetime]] | None = None) -> dict:
+    """The totals, the step table, and the per-endpoint and per-door figures of a run.
+
+    With `exclude`, copies that overlap one of those intervals are left out, and so is the
+    time of the intervals themselves; the result says how much was left out.
+    """
+    exclude = exclude or []
+
+    def new() -> Aggregate:
+        return Aggregate(excluded=exclude)
+
+    total = new()
+    steps: dict[int, Aggregate] = defaultdict(new)
+    by_destination: dict[int, Aggregate] = defaultdict(new)
+    by_source: dict[int, Aggregate] = defaultdict(new)
+    left_out = {"transfers": 0, "bytes": 0}
     for step, state, size, moved, started, finished, duration, category, src, dst in _rows(run):
+        if exclude and started and finished and any(started <= hi and finished >= lo for lo, hi in exclude):
+            left_out["transfers"] += 1
+            left_out["bytes"] += moved or 0
+            continue
         values = (state, size, moved, started, finished, duration, category)
         total.add(*values)
         if step is not None:
@@ -125,11 +147,11 @@ def run_summary(run: Run) -> dict:
     mode = (run.snapshot.get("parameters") or {}).get("tpc_mode", "auto")
     # The door that does the work: the destination pulls (the default), the source pushes.
     working_side = by_source if mode == "push" else by_destination
-    per_door: dict[str, Aggregate] = defaultdict(Aggregate)
+    per_door: dict[str, Aggregate] = defaultdict(new)
     for endpoint_id, agg in working_side.items():
         door = per_door[doors.get(endpoint_id, str(endpoint_id))]
         _merge(door, agg)
-    return {
+    summary = {
         "total": total.as_dict(),
         "steps": [
             {"step": index, "concurrency": concurrency.get(index), **steps[index].as_dict()} for index in sorted(steps)
@@ -139,6 +161,13 @@ def run_summary(run: Run) -> dict:
         "doors": {name: agg.as_dict() for name, agg in sorted(per_door.items())},
         "door_side": "source" if mode == "push" else "destination",
     }
+    if exclude:
+        summary["left_out"] = {
+            **left_out,
+            "seconds": sum((hi - lo).total_seconds() for lo, hi in exclude),
+            "windows": [[lo.isoformat(), hi.isoformat()] for lo, hi in exclude],
+        }
+    return summary
 
 
 def _merge(into: Aggregate, other: Aggregate) -> None:

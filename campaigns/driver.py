@@ -20,7 +20,7 @@ from django.conf import settings
 from django.db import DatabaseError, close_old_connections, connection, transaction
 from django.utils import timezone
 
-from campaigns import analysis, runs, transfer_store
+from campaigns import analysis, disturbance, runs, transfer_store
 from campaigns.choices import RunState, TransferState
 from campaigns.copy_pool import CopyPool
 from campaigns.engines.base import CopyOptions, CopyResult, EndpointCredentials
@@ -175,6 +175,8 @@ class RunDriver:
             RunStep.objects.filter(run=run, ended_at__isnull=True).update(ended_at=now)
         run.refresh_from_db()
         summary = analysis.run_summary(run)
+        if disturbance.refresh_disturbed(run):
+            summary["disturbance"] = disturbance.disturbance_report(run)
         # When the last transfer record was committed, apart from the summary's own cost.
         summary["recorded_at"] = now.isoformat()
         summary["summary_seconds"] = round((timezone.now() - now).total_seconds(), 3)

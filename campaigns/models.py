@@ -280,6 +280,9 @@ class Run(models.Model):
     executor = models.CharField(max_length=200, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     summary = models.JSONField(default=dict, blank=True)
+    disturbed = models.BooleanField(
+        default=False, help_text="A restart or config change of its hosts, backends or endpoints fell in its window."
+    )
 
     class Meta:
         ordering = ["-created"]

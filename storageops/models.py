@@ -19,3 +19,28 @@ class BaseModel(models.Model):
         # management commands and services can never store a knob a run cannot honour.
         self.full_clean()
         super().save(*args, **kwargs)
+
+
+class ChangeRecord(models.Model):
+    """One change of a StorageOps object: who, when, through what, before and after."""
+
+    time = models.DateTimeField(auto_now_add=True, db_index=True)
+    user = models.ForeignKey("auth.User", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    user_name = models.CharField(max_length=150, blank=True, help_text="Kept if the user is deleted.")
+    via = models.CharField(max_length=10, help_text="web, api, task or command")
+    request_id = models.CharField(max_length=64, blank=True)
+    action = models.CharField(max_length=10, choices=[("create", "Created"), ("update", "Updated"),
+                                                      ("delete", "Deleted")])  # fmt: skip
+    object_type = models.CharField(max_length=100, help_text="app_label.model")
+    object_id = models.BigIntegerField()
+    object_repr = models.CharField(max_length=200)
+    before = models.JSONField(null=True, blank=True)
+    after = models.JSONField(null=True, blank=True)
+    changes = models.JSONField(default=dict, help_text="field -> [before, after]")
+
+    class Meta:
+        ordering = ["-time", "-pk"]
+        indexes = [models.Index(fields=["object_type", "object_id", "time"], name="change_object_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.time:%Y-%m-%d %H:%M} {self.user_name or self.via} {self.action} {self.object_repr}"

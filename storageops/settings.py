@@ -51,6 +51,7 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "storageops.context.ChangeContextMiddleware",
     # Everything needs a login except views marked @login_not_required (login, /healthz,
     # the API, whose own authentication answers 401/403 instead of redirecting).
     "django.contrib.auth.middleware.LoginRequiredMiddleware",
@@ -163,6 +164,8 @@ CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 STORAGEOPS_RUN_LEASE_SECONDS = env_int("STORAGEOPS_RUN_LEASE_SECONDS", 30, minimum=5)
 STORAGEOPS_PROGRESS_SECONDS = env_int("STORAGEOPS_PROGRESS_SECONDS", 2, minimum=1, maximum=60)
 STORAGEOPS_MAX_CONCURRENCY = env_int("STORAGEOPS_MAX_CONCURRENCY", 2000, minimum=1)
+# Minutes around a restart or config change that a trimmed analysis leaves out (each side).
+STORAGEOPS_DISTURBANCE_MARGIN_SECONDS = env_int("STORAGEOPS_DISTURBANCE_MARGIN_SECONDS", 120, minimum=0)
 
 # --- REST framework ------------------------------------------------------------------------
 REST_FRAMEWORK = {

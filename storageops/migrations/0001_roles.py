@@ -10,7 +10,10 @@ def create_roles(apps, schema_editor):
     # Permissions are normally made after all migrations ran; make them now so that the
     # groups can refer to them on a fresh database.
     for label in (*APPS, "auth", "contenttypes"):
-        app_config = apps.get_app_config(label)
+        try:
+            app_config = apps.get_app_config(label)
+        except LookupError:  # an app with no models yet at this point of the history
+            continue
         app_config.models_module = True
         create_permissions(app_config, apps=apps, verbosity=0)
     sync_groups(apps)

@@ -188,7 +188,8 @@ def test_live_progress_is_persisted_every_two_seconds():
     mid = [r for _, _, r in seen if 0 < r.files_done < 60]
     assert mid, "progress must be visible while the run is going"
     sample = mid[-1]
-    assert sample.throughput_bps and sample.throughput_bps > 0
-    assert sample.eta_seconds is not None and sample.eta_seconds > 0
+    assert any(r.throughput_bps and r.throughput_bps > 0 for r in mid)
+    assert any(r.eta_seconds and r.eta_seconds > 0 for r in mid)
     assert sample.current_step == 0 and sample.current_concurrency == 10
-    assert 0 < sample.active_transfers <= 10
+    assert all(r.active_transfers <= 10 for r in mid)
+    assert any(r.active_transfers > 0 for r in mid)
