@@ -164,6 +164,12 @@ CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 STORAGEOPS_RUN_LEASE_SECONDS = env_int("STORAGEOPS_RUN_LEASE_SECONDS", 30, minimum=5)
 STORAGEOPS_PROGRESS_SECONDS = env_int("STORAGEOPS_PROGRESS_SECONDS", 2, minimum=1, maximum=60)
 STORAGEOPS_MAX_CONCURRENCY = env_int("STORAGEOPS_MAX_CONCURRENCY", 2000, minimum=1)
+STORAGEOPS_SITE_NAME = env_str("STORAGEOPS_SITE_NAME", "site")
+# Optional: push every event to Grafana as an annotation. The token is a secret (or *_FILE).
+STORAGEOPS_GRAFANA_URL = env_str("STORAGEOPS_GRAFANA_URL", "")
+STORAGEOPS_GRAFANA_TOKEN = env_secret("STORAGEOPS_GRAFANA_TOKEN", "")
+if STORAGEOPS_GRAFANA_URL and not STORAGEOPS_GRAFANA_URL.startswith(("http://", "https://")):
+    raise ImproperlyConfigured(f"STORAGEOPS_GRAFANA_URL={STORAGEOPS_GRAFANA_URL!r} must be an http(s) URL")
 # Minutes around a restart or config change that a trimmed analysis leaves out (each side).
 STORAGEOPS_DISTURBANCE_MARGIN_SECONDS = env_int("STORAGEOPS_DISTURBANCE_MARGIN_SECONDS", 120, minimum=0)
 
