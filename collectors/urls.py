@@ -7,4 +7,5 @@ urlpatterns = [
     path("", views.HostListView.as_view(), name="host_list"),
     path("<int:pk>/", views.HostDetailView.as_view(), name="host_detail"),
     path("events/", views.EventListView.as_view(), name="event_list"),
+    path("events/new/", views.log_change, name="event_create"),
 ]

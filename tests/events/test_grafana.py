@@ -146,3 +146,23 @@ def test_the_datasource_endpoint_answers_in_annotation_shape(client, viewer):
     assert client.get("/api/v1/grafana/annotations", {"from": 0, "to": 1}).status_code in (401, 403)
     bad = client.get("/api/v1/grafana/annotations", {"from": "yesterday"}, HTTP_AUTHORIZATION=auth)
     assert bad.status_code == 400 and "time range" in bad.json()["detail"]
+
+
+def test_an_operator_logs_a_change_from_the_events_page(client, operator, viewer):
+    door = Host.objects.create(name="door2")
+    client.force_login(viewer)
+    assert client.get("/hosts/events/new/").status_code == 403
+    client.force_login(operator)
+    assert client.get("/hosts/events/new/").status_code == 200
+    bad = client.post("/hosts/events/new/", {"kind": "config_change", "time": "2999-01-01 00:00", "summary": ""})
+    assert bad.status_code == 400
+    assert b"cannot be logged in the future" in bad.content and b"This field is required" in bad.content
+    ok = client.post("/hosts/events/new/", {
+        "kind": "config_change", "time": "2026-05-04 09:30", "host": door.pk,
+        "summary": "raised xrootd.chksum max 16 -> 48 on door2",
+    })  # fmt: skip
+    assert ok.status_code == 302
+    from collectors.models import Event
+
+    event = Event.objects.get(summary__startswith="raised xrootd.chksum")
+    assert (event.source, event.user, event.who, event.host) == ("operator", operator, "otto-operator", door)
