@@ -644,6 +644,13 @@ class XRootDServer:
         return self
 
     def _wait_ready(self) -> None:
+        """Wait for *this* daemon to finish initialising and to answer on its port.
+
+        Answering alone is not proof: if the port was taken (a lost ``free_port``
+        race, a second demo launcher), another server answers while ours fails to
+        bind. xrootd's own "xrootd <name>@<host>:<port> initialization completed"
+        log line proves that our instance owns the port.
+        """
         deadline = time.monotonic() + self.start_timeout
         while True:
             assert self._proc is not None
@@ -653,8 +660,16 @@ class XRootDServer:
                     f"xrootd {self.name!r} exited with status {code} during start-up; "
                     f"log {self.log_path}:\n{self.log_tail()}"
                 )
-            if xroot_ping(self.port, timeout=1.0) and (
-                self.https is None or _tls_ping(self.port, self.https.ca_cert, timeout=1.0)
+            status = self._init_status()
+            if status == "failed":
+                raise XRootDServerError(
+                    f"xrootd {self.name!r} failed to initialise on port {self.port}; "
+                    f"log {self.log_path}:\n{self.log_tail()}"
+                )
+            if (
+                status == "completed"
+                and xroot_ping(self.port, timeout=1.0)
+                and (self.https is None or _tls_ping(self.port, self.https.ca_cert, timeout=1.0))
             ):
                 return
             if time.monotonic() > deadline:
@@ -663,6 +678,17 @@ class XRootDServer:
                     f"{self.start_timeout:.0f}s; log {self.log_path}:\n{self.log_tail()}"
                 )
             time.sleep(0.1)
+
+    def _init_status(self) -> str | None:
+        """ "completed"/"failed" once xrootd logged the end of its start-up, else None."""
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return None
+        for line in reversed(text.splitlines()):
+            if f"xrootd {self.name}@" in line and f":{self.port} initialization" in line:
+                return "completed" if "initialization completed" in line else "failed"
+        return None
 
     def stop(self, timeout: float = 10.0) -> None:
         """SIGTERM the recorded pid, SIGKILL it after ``timeout`` seconds, reap it."""
