@@ -9,6 +9,7 @@ from __future__ import annotations
 BUILTIN = (
     # (name, task, every seconds)
     ("StorageOps: recover runs whose driver died", "campaigns.recover_runs", 15),
+    ("StorageOps: scrape hosts' node_exporter", "collectors.node_exporter.scrape", 15),
 )
 
 

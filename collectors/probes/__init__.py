@@ -1,0 +1,1 @@
+"""Readers of the host's own counters (/proc, /sys, process tables): no Django, no state."""

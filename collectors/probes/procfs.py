@@ -1,0 +1,158 @@
+"""Raw counters from /proc and /sys, read the way the kernel documents them (proc(5)).
+
+Everything here returns plain numbers (cumulative counters or gauges) and keeps no state:
+turning counters into rates is the sampler's job, which knows the previous values.
+psutil would do the same with more code paths and a dependency; what we need is a few
+text files, and reading them directly keeps one tick well under a millisecond.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+PROC = Path("/proc")
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+SECTOR = 512  # /proc/diskstats counts 512-byte sectors whatever the device's real sector size
+
+
+@dataclass(frozen=True)
+class CpuTimes:
+    busy: float  # seconds, all cores together
+    total: float
+
+
+def cpu_times() -> CpuTimes:
+    """The aggregate "cpu" line of /proc/stat; idle and iowait are the not-busy part."""
+    fields = (PROC / "stat").read_text().split("\n", 1)[0].split()
+    # user nice system idle iowait irq softirq steal [guest guest_nice]: guest time is
+    # already included in user/nice, so only the first eight are summed.
+    values = [int(v) for v in fields[1:9]]
+    total = sum(values)
+    idle = values[3] + values[4]
+    return CpuTimes(busy=(total - idle) / CLK_TCK, total=total / CLK_TCK)
+
+
+def boot_time() -> int:
+    """Boot time, seconds since the epoch (btime of /proc/stat): changes only on reboot."""
+    for line in (PROC / "stat").read_text().splitlines():
+        if line.startswith("btime "):
+            return int(line.split()[1])
+    raise RuntimeError("/proc/stat has no btime line")
+
+
+def load_average() -> tuple[float, float, float]:
+    one, five, fifteen = (PROC / "loadavg").read_text().split()[:3]
+    return float(one), float(five), float(fifteen)
+
+
+def memory() -> dict[str, int]:
+    """used and cached bytes, computed like free(1): used excludes buffers and page cache."""
+    info: dict[str, int] = {}
+    for line in (PROC / "meminfo").read_text().splitlines():
+        key, _, rest = line.partition(":")
+        parts = rest.split()
+        if parts:
+            info[key] = int(parts[0]) * 1024  # the kernel says kB and means KiB
+    cached = info.get("Buffers", 0) + info.get("Cached", 0) + info.get("SReclaimable", 0)
+    used = info["MemTotal"] - info["MemFree"] - cached
+    return {"used": max(used, 0), "cached": cached, "total": info["MemTotal"]}
+
+
+def net_counters() -> dict[str, tuple[int, int]]:
+    """{interface: (rx_bytes, tx_bytes)} from /proc/net/dev, loopback left out."""
+    result = {}
+    for line in (PROC / "net" / "dev").read_text().splitlines()[2:]:
+        name, _, rest = line.partition(":")
+        name = name.strip()
+        if name == "lo":
+            continue
+        parts = rest.split()
+        result[name] = (int(parts[0]), int(parts[8]))
+    return result
+
+
+def _whole_disks() -> set[str]:
+    # /sys/block lists whole devices (sda, nvme0n1, md0, dm-0), not partitions; loop and
+    # ram devices are noise on a storage server.
+    try:
+        names = set(os.listdir("/sys/block"))
+    except OSError:
+        return set()
+    return {n for n in names if not n.startswith(("loop", "ram", "zram"))}
+
+
+def disk_counters() -> dict[str, tuple[int, int, int, int]]:
+    """{device: (reads, read_bytes, writes, written_bytes)} of whole disks, /proc/diskstats."""
+    disks = _whole_disks()
+    result = {}
+    for line in (PROC / "diskstats").read_text().splitlines():
+        parts = line.split()
+        if len(parts) < 10 or (disks and parts[2] not in disks):
+            continue
+        reads, read_sectors, writes, write_sectors = int(parts[3]), int(parts[5]), int(parts[7]), int(parts[9])
+        result[parts[2]] = (reads, read_sectors * SECTOR, writes, write_sectors * SECTOR)
+    return result
+
+
+@dataclass(frozen=True)
+class ProcStat:
+    pid: int
+    comm: str
+    ppid: int
+    cpu_seconds: float  # utime + stime
+    start_ticks: int  # clock ticks after boot: with the pid, identifies one incarnation
+    rss_bytes: int
+
+
+_PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def proc_stat(pid: int) -> ProcStat | None:
+    """One process' /proc/<pid>/stat, or None when it is gone."""
+    try:
+        raw = (PROC / str(pid) / "stat").read_text()
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return None
+    # comm is in parentheses and may itself contain spaces or ')': split at the last ')'.
+    head, _, tail = raw.rpartition(")")
+    comm = head.partition("(")[2]
+    fields = tail.split()
+    # tail starts at field 3 (state): utime=14, stime=15, starttime=22, rss=24 (1-based).
+    return ProcStat(
+        pid=pid,
+        comm=comm,
+        ppid=int(fields[1]),
+        cpu_seconds=(int(fields[11]) + int(fields[12])) / CLK_TCK,
+        start_ticks=int(fields[19]),
+        rss_bytes=int(fields[21]) * _PAGE,
+    )
+
+
+def pids_by_name(name: str) -> list[int]:
+    """Pids whose /proc/<pid>/comm is ``name`` (the kernel cuts comm to 15 characters)."""
+    wanted = name[:15]
+    pids = []
+    for entry in PROC.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if (entry / "comm").read_text().rstrip("\n") == wanted:
+                pids.append(int(entry.name))
+        except OSError:
+            continue
+    return sorted(pids)
+
+
+def pid_from_file(path: str) -> int | None:
+    """The pid in a pid file, if the file exists and that process is alive."""
+    try:
+        pid = int(Path(path).read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    return pid if (PROC / str(pid)).exists() else None
+
+
+def cpu_count() -> int:
+    return os.cpu_count() or 1

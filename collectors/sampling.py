@@ -1,0 +1,199 @@
+"""One collector tick on a storage host: system and process samples, watches, log patterns.
+
+``HostCollector.tick()`` is the whole job and is what tests and the benchmark call;
+``CollectorLoop`` runs it every ``Host.sample_interval`` seconds in a thread of the collector
+worker (see docs/collectors.md for why a thread rather than a self-rescheduling task).
+Rates come from the difference between this tick's counters and the previous tick's, which
+the collector keeps in memory: the first tick stores gauges only.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass
+
+from django.db import close_old_connections
+from django.utils import timezone
+
+from collectors.events import log_event
+from collectors.logtail import LogTailer, burst_threshold
+from collectors.models import Host, MetricSample
+from collectors.probes import procfs
+from collectors.watches import ServiceState, Watcher, resolve_service
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class _Counters:
+    at: float  # time.monotonic() of the reading
+    cpu: procfs.CpuTimes
+    net: dict[str, tuple[int, int]]
+    disk: dict[str, tuple[int, int, int, int]]
+    procs: dict[str, dict[tuple[int, int], float]]  # service -> {(pid, start): cpu seconds}
+
+
+def _rate(new: float, old: float, seconds: float) -> float:
+    # A counter that went backwards was reset (device re-added, 32-bit wrap): no rate this time.
+    return max(new - old, 0) / seconds
+
+
+class Sampler:
+    """System and per-service metrics; keeps the previous counters for rates."""
+
+    def __init__(self, host: Host) -> None:
+        self.host = host
+        self.previous: _Counters | None = None
+
+    def sample(self, now, services: list[ServiceState]) -> list[MetricSample]:
+        host = self.host
+        out: list[MetricSample] = []
+
+        def add(metric: str, value: float, label: str = "") -> None:
+            out.append(MetricSample(host=host, metric=metric, label=label[:64], time=now, value=float(value)))
+
+        current = _Counters(
+            at=time.monotonic(),
+            cpu=procfs.cpu_times(),
+            net=procfs.net_counters(),
+            disk=procfs.disk_counters(),
+            procs={},
+        )
+        for name, value in zip(("load1", "load5", "load15"), procfs.load_average(), strict=True):
+            add(name, value)
+        mem = procfs.memory()
+        add("mem.used", mem["used"])
+        add("mem.cached", mem["cached"])
+        for state in services:
+            stats = [s for s in (procfs.proc_stat(p) for p in state.pids) if s is not None]
+            current.procs[state.name] = {(s.pid, s.start_ticks): s.cpu_seconds for s in stats}
+            add("proc.rss_bytes", sum(s.rss_bytes for s in stats), state.name)
+
+        prev = self.previous
+        self.previous = current
+        if prev is None:
+            return out
+        seconds = current.at - prev.at
+        if seconds <= 0:
+            return out
+        total = current.cpu.total - prev.cpu.total
+        if total > 0:
+            # cpu.percent is of the whole machine (0..100), whatever the number of cores.
+            add("cpu.percent", min(max((current.cpu.busy - prev.cpu.busy) / total * 100, 0.0), 100.0))
+        for iface, (rx, tx) in current.net.items():
+            if iface in prev.net:
+                add("net.rx_bps", _rate(rx, prev.net[iface][0], seconds), iface)
+                add("net.tx_bps", _rate(tx, prev.net[iface][1], seconds), iface)
+        for dev, (reads, rbytes, writes, wbytes) in current.disk.items():
+            if dev in prev.disk:
+                p_reads, p_rbytes, p_writes, p_wbytes = prev.disk[dev]
+                add("disk.read_bps", _rate(rbytes, p_rbytes, seconds), dev)
+                add("disk.write_bps", _rate(wbytes, p_wbytes, seconds), dev)
+                add("disk.read_iops", _rate(reads, p_reads, seconds), dev)
+                add("disk.write_iops", _rate(writes, p_writes, seconds), dev)
+        for name, procs in current.procs.items():
+            before = prev.procs.get(name, {})
+            # Only processes alive at both readings count: a new process' whole lifetime
+            # CPU is not this interval's.
+            used = sum(max(cpu - before[key], 0) for key, cpu in procs.items() if key in before)
+            # proc.cpu_percent is of one core, like top: a daemon busy on 3 cores shows 300.
+            add("proc.cpu_percent", used / seconds * 100, name)
+        return out
+
+
+class HostCollector:
+    """Everything the collector does once per tick for one host."""
+
+    def __init__(self, host: Host) -> None:
+        self.host = host
+        self.sampler = Sampler(host)
+        self.watcher = Watcher(host)
+        self.tailer = LogTailer(host.log_files)
+
+    def tick(self) -> int:
+        """Sample, watch and count; store one batch of samples. Returns how many were stored."""
+        now = timezone.now()
+        services = [resolve_service(spec) for spec in self.host.watched_services]
+        samples = self.watcher.check_reboot(now)
+        samples += self.sampler.sample(now, services)
+        samples += self.watcher.check_services(now, services)
+        self.watcher.check_files(now)
+        samples += self._log_samples(now)
+        MetricSample.objects.bulk_create(samples, batch_size=1000)
+        Host.objects.filter(pk=self.host.pk).update(last_seen=now)
+        return len(samples)
+
+    def _log_samples(self, now) -> list[MetricSample]:
+        if not self.tailer.files:
+            return []
+        result = self.tailer.poll()
+        threshold = burst_threshold()
+        for name, count in result.counts.items():
+            if count >= threshold:
+                where = ", ".join(f"{p} ({n})" for p, n in result.files[name].items())
+                log_event(
+                    "log_burst",
+                    f"{count} × {name} in one tick on {self.host.name}",
+                    source="collector",
+                    host=self.host,
+                    time=now,
+                    detail=f"{where}\nfirst lines:\n" + "\n".join(result.first_lines.get(name, [])),
+                )
+        return [
+            MetricSample(host=self.host, metric="log.matches", label=name[:64], time=now, value=result.counts[name])
+            for name in self.tailer.pattern_names
+        ]
+
+    def close(self) -> None:
+        self.tailer.close()
+
+
+def register(host: Host) -> None:
+    """Tell the control plane this collector is alive and which code it runs."""
+    from storageops.version import full_version
+
+    Host.objects.filter(pk=host.pk).update(last_seen=timezone.now(), collector_version=full_version()[:50])
+
+
+class CollectorLoop(threading.Thread):
+    """Runs ticks every sample_interval seconds until stopped; survives a failing tick."""
+
+    def __init__(self, host_name: str) -> None:
+        super().__init__(name=f"collector-{host_name}", daemon=True)
+        self.host_name = host_name
+        self.stopping = threading.Event()
+        self.ticks = 0
+
+    def run(self) -> None:
+        collector: HostCollector | None = None
+        config_stamp = None
+        while not self.stopping.is_set():
+            started = time.monotonic()
+            interval = 5.0
+            try:
+                close_old_connections()
+                host = Host.objects.get(name=self.host_name)
+                interval = float(host.sample_interval)
+                # An operator who edits the host (new files, services, logs) gets a fresh
+                # collector; its first tick is a baseline again.
+                stamp = (host.watched_files, host.watched_services, host.log_files)
+                if collector is None or stamp != config_stamp:
+                    if collector is not None:
+                        collector.close()
+                    else:
+                        register(host)
+                    collector, config_stamp = HostCollector(host), stamp
+                collector.tick()
+                self.ticks += 1
+            except Exception:
+                # The loop must outlive a database restart or a bad config: log and go on.
+                log.exception("collector tick for %s failed", self.host_name)
+            self.stopping.wait(max(interval - (time.monotonic() - started), 0.1))
+        if collector is not None:
+            collector.close()
+        close_old_connections()
+
+    def stop(self) -> None:
+        self.stopping.set()

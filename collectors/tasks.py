@@ -1,0 +1,68 @@
+"""Celery tasks of the collectors app: thin wrappers around the collector services.
+
+A collector worker (``manage.py collector --host NAME``) consumes only its host's queue and
+runs the sampling loop in a thread of its main process (started on ``worker_ready``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+from celery import shared_task
+from celery.signals import worker_ready, worker_shutting_down
+from django.conf import settings
+
+from collectors import hosttests, node_exporter
+from collectors.models import Host
+
+log = logging.getLogger(__name__)
+# Set by the collector command for the worker it starts; other workers leave it unset.
+COLLECTOR_HOST_ENV = "STORAGEOPS_COLLECTOR_HOST"
+_loop = None
+
+
+def host_queue(host: Host | str) -> str:
+    """The queue of a host's collector, with this deployment's prefix."""
+    name = host.name if isinstance(host, Host) else host
+    return f"{settings.STORAGEOPS_QUEUE_PREFIX}host.{name}"
+
+
+@shared_task(
+    name="collectors.host.run_test", soft_time_limit=hosttests.MAX_RUNTIME + 300, time_limit=hosttests.MAX_RUNTIME + 600
+)
+def run_host_test(host_name: str, params: dict) -> dict:
+    # Validated again here, on the host: the queue is not a trust boundary.
+    return hosttests.run_host_test(Host.objects.get(name=host_name), params)
+
+
+def start_host_test(host: Host, params: dict):
+    """Validate on the control side (fail fast for the operator) and send to the host's collector."""
+    hosttests.validate_params(params)
+    return run_host_test.apply_async(args=[host.name, params], queue=host_queue(host))
+
+
+@shared_task(name="collectors.node_exporter.scrape", soft_time_limit=60, time_limit=90)
+def scrape_node_exporters() -> dict:
+    return node_exporter.scrape_all()
+
+
+@worker_ready.connect
+def _start_collector_loop(sender=None, **kwargs) -> None:
+    global _loop
+    host_name = os.environ.get(COLLECTOR_HOST_ENV)
+    if not host_name or _loop is not None:
+        return
+    from collectors.sampling import CollectorLoop
+
+    _loop = CollectorLoop(host_name)
+    _loop.start()
+    log.info("collector loop for host %s started", host_name)
+
+
+@worker_shutting_down.connect
+def _stop_collector_loop(sender=None, **kwargs) -> None:
+    # As soon as shutdown starts (not at its end), so no tick begins against a closing world.
+    if _loop is not None:
+        _loop.stop()
+        _loop.join(timeout=10)

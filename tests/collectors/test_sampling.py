@@ -1,0 +1,52 @@
+"""The sampler reads the real machine and stores sane values."""
+
+from __future__ import annotations
+
+import os
+import time
+
+from collectors.models import MetricSample
+from collectors.probes import procfs
+from collectors.sampling import HostCollector
+
+
+def _values(host, metric):
+    return list(MetricSample.objects.filter(host=host, metric=metric).values_list("value", flat=True))
+
+
+def test_two_ticks_store_sane_samples_of_this_machine(make_host, tmp_path):
+    pidfile = tmp_path / "pytest.pid"
+    pidfile.write_text(f"{os.getpid()}\n")
+    host = make_host(watched_services=[{"name": "pytest", "pidfile": str(pidfile)}])
+    collector = HostCollector(host)
+    first = collector.tick()
+    # burn a little CPU so the watched process has something to show
+    deadline = time.monotonic() + 0.6
+    while time.monotonic() < deadline:
+        pass
+    second = collector.tick()
+    assert first > 0 and second > first  # the second tick adds the rates
+
+    cores = os.cpu_count()
+    [cpu] = _values(host, "cpu.percent")
+    assert 0 <= cpu <= 100
+    for metric in ("load1", "load5", "load15"):
+        assert all(v >= 0 for v in _values(host, metric)) and len(_values(host, metric)) == 2
+    assert all(v > 0 for v in _values(host, "mem.used"))
+    assert all(v >= 0 for v in _values(host, "mem.cached"))
+    for metric in ("net.rx_bps", "net.tx_bps", "disk.read_bps", "disk.write_bps", "disk.read_iops", "disk.write_iops"):
+        assert all(v >= 0 for v in _values(host, metric)), metric
+    if procfs.net_counters():
+        assert MetricSample.objects.filter(host=host, metric="net.rx_bps").exclude(label="").exists()
+    [proc_cpu] = _values(host, "proc.cpu_percent")
+    assert 0 < proc_cpu <= 100 * cores  # we spun for most of the interval
+    assert all(v > 10e6 for v in _values(host, "proc.rss_bytes"))  # a Django process is not tiny
+    host.refresh_from_db()
+    assert host.last_seen is not None
+    assert MetricSample.objects.filter(host=host, metric="host.boot_time").count() == 1
+
+
+def test_proc_stat_parses_a_comm_with_spaces_and_parentheses():
+    stat = procfs.proc_stat(os.getpid())
+    assert stat is not None and stat.pid == os.getpid() and stat.cpu_seconds >= 0 and stat.rss_bytes > 0
+    assert procfs.proc_stat(2**22 + 12345) is None
