@@ -9,6 +9,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from django.utils.dateparse import parse_datetime
+from drf_spectacular.utils import extend_schema
 from rest_framework import status
 from rest_framework.authentication import BasicAuthentication, SessionAuthentication
 from rest_framework.permissions import IsAuthenticated
@@ -27,6 +28,7 @@ def _when(value) -> datetime | None:
     return parse_datetime(str(value))
 
 
+@extend_schema(exclude=True)  # Grafana's own protocol, documented in docs/api.md
 class GrafanaAnnotations(APIView):
     authentication_classes = [BasicAuthentication, SessionAuthentication]
     permission_classes = [IsAuthenticated]

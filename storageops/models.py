@@ -44,3 +44,28 @@ class ChangeRecord(models.Model):
 
     def __str__(self) -> str:
         return f"{self.time:%Y-%m-%d %H:%M} {self.user_name or self.via} {self.action} {self.object_repr}"
+
+
+class APIToken(models.Model):
+    """A token for automation. Only a hash is stored; the plaintext is shown once, at creation.
+
+    The token acts with the permissions of its role, and never more than its owner has.
+    """
+
+    ROLE_CHOICES = [("viewer", "Viewer"), ("operator", "Operator"), ("admin", "Admin")]
+
+    user = models.ForeignKey("auth.User", on_delete=models.CASCADE, related_name="api_tokens")
+    name = models.CharField(max_length=100, help_text="What it is for, e.g. 'ansible on door hosts'.")
+    role = models.CharField(max_length=10, choices=ROLE_CHOICES, default="viewer")
+    prefix = models.CharField(max_length=12, unique=True, help_text="The first characters, to find and show it.")
+    key_hash = models.CharField(max_length=64)
+    created = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    last_used = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}…, {self.role})"

@@ -14,6 +14,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     # DRF answers 401/403 itself: no login redirect for machine clients.
     path("api/v1/grafana/annotations", login_not_required(GrafanaAnnotations.as_view()), name="grafana_annotations"),
+    path("api/", include("storageops.api.urls")),
     path("campaigns/", include("campaigns.urls")),
     path("hosts/", include("collectors.urls")),
 ]

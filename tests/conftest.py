@@ -10,6 +10,12 @@ from tests.support.workers import celery_worker
 
 
 @pytest.fixture(autouse=True)
+def _fast_password_hashing(settings):
+    # PBKDF2's deliberate slowness costs ~0.3 s a persona; tests do not need it.
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture(autouse=True)
 def _static_without_manifest(settings):
     # The hashed manifest exists only after collectstatic; tests serve the source files.
     settings.STORAGES = {

@@ -1,0 +1,150 @@
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from campaigns.models import Backend, Campaign, Endpoint, Run, Transfer
+from storageops.api.base import BaseModelSerializer
+
+
+class BackendSerializer(BaseModelSerializer):
+    class Meta:
+        model = Backend
+        route = "backends"
+        fields = [
+            "id",
+            "url",
+            "display",
+            "name",
+            "access_layer",
+            "access_version",
+            "unified_layer",
+            "unified_version",
+            "storage_layer",
+            "storage_version",
+            "notes",
+            "created",
+            "last_updated",
+        ]
+
+
+class EndpointSerializer(BaseModelSerializer):
+    # Secrets go in, never out.
+    bearer_token = serializers.CharField(
+        write_only=True, required=False, allow_blank=True, style={"input_type": "password"}
+    )
+    has_token = serializers.SerializerMethodField()
+
+    def get_has_token(self, obj) -> bool:
+        return bool(obj.bearer_token)
+
+    class Meta:
+        model = Endpoint
+        route = "endpoints"
+        fields = [
+            "id",
+            "url",
+            "display",
+            "name",
+            "backend",
+            "url_prefix",
+            "protocol",
+            "hosts",
+            "bearer_token",
+            "has_token",
+            "x509_proxy",
+            "ca_dir",
+            "notes",
+            "created",
+            "last_updated",
+        ]
+        extra_kwargs = {"hosts": {"required": False}}
+
+    url_prefix = serializers.CharField(source="url", help_text="The storage URL prefix, e.g. root://door1:1094//data/.")
+    protocol = serializers.CharField(read_only=True)
+
+
+class CampaignSerializer(BaseModelSerializer):
+    planned_files = serializers.IntegerField(read_only=True)
+    planned_bytes = serializers.IntegerField(read_only=True)
+
+    class Meta:
+        model = Campaign
+        route = "campaigns"
+        fields = [
+            "id",
+            "url",
+            "display",
+            *(f.name for f in Campaign._meta.fields if f.name != "id"),
+            "sources",
+            "destinations",
+            "planned_files",
+            "planned_bytes",
+        ]
+        read_only_fields = ["created", "last_updated"]
+
+
+class RunSerializer(BaseModelSerializer):
+    campaign_name = serializers.CharField(source="campaign.name", read_only=True)
+    progress_percent = serializers.FloatField(read_only=True)
+
+    class Meta:
+        model = Run
+        route = "runs"
+        fields = [
+            "id",
+            "url",
+            "display",
+            "campaign",
+            "campaign_name",
+            "state",
+            "trigger",
+            "created",
+            "started_at",
+            "finished_at",
+            "planned_files",
+            "planned_bytes",
+            "files_done",
+            "files_failed",
+            "files_skipped",
+            "bytes_done",
+            "progress_percent",
+            "current_step",
+            "current_concurrency",
+            "active_transfers",
+            "throughput_bps",
+            "eta_seconds",
+            "stop_reason",
+            "disturbed",
+            "snapshot",
+            "versions",
+            "summary",
+        ]
+        read_only_fields = fields
+
+
+class TransferSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Transfer
+        fields = [
+            "id",
+            "run",
+            "index",
+            "step",
+            "source",
+            "destination",
+            "size",
+            "state",
+            "attempt",
+            "started_at",
+            "finished_at",
+            "duration",
+            "bytes_transferred",
+            "throughput_bps",
+            "error_category",
+            "error_code",
+            "error_message",
+            "copy_mode",
+            "source_checksum",
+            "destination_checksum",
+        ]
+        read_only_fields = fields
