@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
-from drf_spectacular.utils import extend_schema
+from django.http import StreamingHttpResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.pagination import CursorPagination
 from rest_framework.response import Response
+from rest_framework.views import APIView
 
-from campaigns import runs
+from campaigns import comparison, exports, runs
 from campaigns.api.serializers import (
     BackendSerializer,
     CampaignSerializer,
@@ -85,6 +88,79 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
             raise ValidationError({"state": f"A run that is {run.state} cannot be cancelled."})
         run.refresh_from_db()
         return Response(RunSerializer(run, context={"request": request}).data, status=status.HTTP_202_ACCEPTED)
+
+    @extend_schema(
+        parameters=[OpenApiParameter("as", str, enum=["csv", "json"], description="Export format (default csv).")],
+        responses={(200, "text/csv"): OpenApiTypes.STR, (200, "application/json"): OpenApiTypes.OBJECT},
+    )
+    @action(detail=True, methods=["get"], url_path="export")
+    def export(self, request, pk=None):
+        """Every transfer of the run, streamed (a 500,000-transfer run is never held in memory)."""
+        run = self.get_object()
+        kind = request.query_params.get("as", "csv")
+        if kind not in ("csv", "json"):
+            raise ValidationError({"as": "Use csv or json."})
+        stream = exports.transfers_csv(run) if kind == "csv" else exports.transfers_json(run)
+        response = StreamingHttpResponse(stream, content_type="text/csv" if kind == "csv" else "application/json")
+        response["Content-Disposition"] = f'attachment; filename="run-{run.pk}-transfers.{kind}"'
+        return response
+
+    @extend_schema(responses={(200, "text/csv"): OpenApiTypes.STR})
+    @action(detail=True, methods=["get"], url_path="steps-csv")
+    def steps_csv(self, request, pk=None):
+        """The step table of the run as CSV."""
+        run = self.get_object()
+        response = StreamingHttpResponse(exports.steps_csv(run), content_type="text/csv")
+        response["Content-Disposition"] = f'attachment; filename="run-{run.pk}-steps.csv"'
+        return response
+
+
+class ComparisonView(APIView):
+    """Runs side by side: GET /api/v1/compare/?runs=1,2,3 (or ?campaign=ID for the latest run
+    of each backend of that campaign's runs)."""
+
+    permission_classes = [RolePermission]
+
+    def get_queryset(self):
+        # For RolePermission: reading a comparison needs what reading runs needs.
+        return Run.objects.none()
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("runs", str, description="Comma-separated run ids (1 to 8)."),
+            OpenApiParameter("campaign", int, description="Or: the latest finished run per backend of a campaign."),
+        ],
+        responses={200: OpenApiTypes.OBJECT},
+    )
+    def get(self, request):
+        runs_param, campaign = request.query_params.get("runs", ""), request.query_params.get("campaign", "")
+        if runs_param:
+            try:
+                ids = [int(x) for x in runs_param.split(",") if x.strip()]
+            except ValueError:
+                raise ValidationError({"runs": "Give run ids separated by commas, e.g. 12,15."}) from None
+            found = {r.pk: r for r in Run.objects.select_related("campaign").filter(pk__in=ids)}
+            missing = [i for i in ids if i not in found]
+            if missing:
+                raise ValidationError({"runs": f"No run with id {', '.join(map(str, missing))}."})
+            selected = [found[i] for i in ids]
+        elif campaign.isdigit():
+            selected = latest_per_backend(int(campaign))
+        else:
+            raise ValidationError({"runs": "Give runs=ID,ID… or campaign=ID."})
+        if not 1 <= len(selected) <= comparison.MAX_RUNS:
+            raise ValidationError({"runs": f"Compare 1 to {comparison.MAX_RUNS} runs."})
+        return Response(comparison.compare(selected))
+
+
+def latest_per_backend(campaign_id: int) -> list[Run]:
+    """The latest finished run of each destination backend among a campaign's runs."""
+    chosen: dict[tuple, Run] = {}
+    for run in Run.objects.select_related("campaign").filter(campaign_id=campaign_id, finished_at__isnull=False):
+        key = tuple(sorted(ep.get("backend_name", "") for ep in run.snapshot.get("destinations", [])))
+        if key not in chosen or run.finished_at > chosen[key].finished_at:
+            chosen[key] = run
+    return sorted(chosen.values(), key=lambda r: r.pk)[: comparison.MAX_RUNS]
 
 
 class TransferCursor(CursorPagination):

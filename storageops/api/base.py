@@ -38,7 +38,9 @@ class BaseModelSerializer(serializers.ModelSerializer):
         try:
             instance.full_clean()
         except DjangoValidationError as exc:
-            raise serializers.ValidationError(exc.message_dict) from None
+            # Report each error under the API's name of the field (url_prefix for Endpoint.url).
+            names = {field.source: name for name, field in self.fields.items()}
+            raise serializers.ValidationError({names.get(k, k): v for k, v in exc.message_dict.items()}) from None
         return attrs
 
 

@@ -30,6 +30,7 @@ for pattern in router.urls:
     _public(pattern.callback)
 
 urlpatterns = [
+    path("v1/compare/", _public(campaigns.ComparisonView.as_view()), name="compare"),
     path("v1/", include(router.urls)),
     path("schema/", _public(SpectacularAPIView.as_view()), name="schema"),
     path("docs/", _public(SpectacularSwaggerView.as_view(url_name="schema")), name="api-docs"),

@@ -1,0 +1,131 @@
+"""Automation through the API: define a campaign, start it, export, compare, log events;
+secrets never come back."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import pytest
+from rest_framework.test import APIClient
+
+from campaigns import runs
+from campaigns.driver import RunDriver
+from campaigns.models import Run
+from storageops.api import tokens
+from storageops.models import APIToken
+from tests.support.factories import backend, endpoint, mock_campaign
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def api(user, role: str) -> APIClient:
+    client = APIClient()
+    _, secret = tokens.create_token(user, f"{role} test", role)
+    client.credentials(HTTP_AUTHORIZATION=f"Token {secret}")
+    return client
+
+
+def finished_run(name: str, **fields) -> Run:
+    run = runs.create_run(mock_campaign(name, **fields), trigger="api")
+    RunDriver(run.pk).drive()
+    run.refresh_from_db()
+    return run
+
+
+def test_create_a_campaign_with_field_errors_then_fixed(admin_user):
+    client = api(admin_user, "admin")
+    src = endpoint("api-src", "mock://src.test/data/")
+    dst = endpoint("api-dst", "mock://dst.test/data/?time=0")
+    body = {"name": "api-sweep", "sources": [src.pk], "destinations": [dst.pk], "file_count": 0,
+            "concurrency_steps": [1, 2], "checksum_algorithm": "sha512"}  # fmt: skip
+    bad = client.post("/api/v1/campaigns/", body, format="json")
+    assert bad.status_code == 400
+    fields = bad.json()["error"]["fields"]
+    assert set(fields) >= {"file_count", "checksum_algorithm"}
+    body.update({"file_count": 20, "checksum_algorithm": "adler32", "step_files": 10})
+    ok = client.post("/api/v1/campaigns/", body, format="json")
+    assert ok.status_code == 201, ok.content
+    assert ok.json()["planned_files"] == 20
+
+
+def test_endpoint_urls_are_checked_by_scheme(admin_user):
+    client = api(admin_user, "admin")
+    response = client.post("/api/v1/endpoints/", {"name": "evil", "backend": backend("b").pk,
+                                                  "url_prefix": "javascript:alert(1)"}, format="json")  # fmt: skip
+    assert response.status_code == 400
+    assert "Unsupported URL scheme" in response.json()["error"]["fields"]["url_prefix"][0]
+
+
+def test_token_plaintext_is_not_stored_and_secrets_never_come_back(admin_user, viewer):
+    token, secret = tokens.create_token(admin_user, "ansible", "admin")
+    stored = APIToken.objects.get(pk=token.pk)
+    assert secret not in json.dumps([getattr(stored, f.attname) for f in APIToken._meta.fields], default=str)
+    assert stored.prefix == secret[:8] and len(stored.key_hash) == 64
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {secret}")
+    created = client.post("/api/v1/endpoints/", {"name": "tok", "backend": backend("b").pk,
+                                                 "url_prefix": "davs://door2:2880/data/",
+                                                 "bearer_token": "eyJSECRETTOKEN"}, format="json")  # fmt: skip
+    assert created.status_code == 201
+    assert created.json()["has_token"] is True
+    run = finished_run("secret-run")
+    ep = created.json()["id"]
+    for path in ("/api/v1/endpoints/", f"/api/v1/endpoints/{ep}/", f"/api/v1/runs/{run.pk}/", "/api/v1/campaigns/",
+                 "/api/v1/events/", "/api/schema/"):  # fmt: skip
+        body = api(viewer, "viewer").get(path).content.decode()
+        assert "eyJSECRETTOKEN" not in body and secret not in body, path
+    tokens.revoke(token)
+    assert client.get("/api/v1/backends/").status_code == 401
+
+
+def test_start_poll_cancel_and_export(operator, worker_free_start):
+    client = api(operator, "operator")
+    campaign = mock_campaign("api-run", file_count=30, concurrency_steps=[2, 4], step_files=15)
+    started = client.post(f"/api/v1/campaigns/{campaign.pk}/start/")
+    assert started.status_code == 202
+    run_id = started.json()["id"]
+    RunDriver(run_id).drive()  # the worker's part, in-process here
+    polled = client.get(f"/api/v1/runs/{run_id}/").json()
+    assert polled["state"] == "succeeded" and polled["progress_percent"] == 100.0
+    export = client.get(f"/api/v1/runs/{run_id}/export/", {"as": "csv"})
+    assert export.status_code == 200 and export["Content-Type"] == "text/csv"
+    rows = list(csv.DictReader(io.StringIO(b"".join(export.streaming_content).decode())))
+    assert len(rows) == 30 and {r["state"] for r in rows} == {"succeeded"}
+    as_json = json.loads(b"".join(client.get(f"/api/v1/runs/{run_id}/export/", {"as": "json"}).streaming_content))
+    assert len(as_json["transfers"]) == 30
+    steps = b"".join(client.get(f"/api/v1/runs/{run_id}/steps-csv/").streaming_content).decode().splitlines()
+    assert steps[0].startswith("step,concurrency") and len(steps) == 3
+    assert client.post(f"/api/v1/runs/{run_id}/cancel/").status_code == 400  # already over
+
+
+def test_comparison_puts_runs_side_by_side(viewer):
+    a = finished_run("cmp-a", file_count=40, concurrency_steps=[1, 4], step_files=20)
+    b = finished_run("cmp-b", file_count=40, concurrency_steps=[2], streams=4)
+    response = api(viewer, "viewer").get("/api/v1/compare/", {"runs": f"{a.pk},{b.pk}"})
+    assert response.status_code == 200, response.content
+    table = response.json()
+    assert [r["run"] for r in table["runs"]] == [a.pk, b.pk]
+    assert {"concurrency_steps", "streams"} <= set(table["differing_parameters"])
+    first = table["runs"][0]
+    assert first["success_rate"] == 1.0 and first["peak"]["concurrency"] in (1, 4)
+    assert first["throughput_bps"] == pytest.approx(a.summary["total"]["throughput_bps"])
+    missing = api(viewer, "viewer").get("/api/v1/compare/", {"runs": "999999"})
+    assert missing.status_code == 400 and "No run with id 999999" in missing.json()["error"]["fields"]["runs"][0]
+
+
+def test_automation_posts_a_deploy_event(operator):
+    response = api(operator, "operator").post(
+        "/api/v1/events/", {"kind": "deploy", "summary": "deployed xrootd 5.6.9 on door3"}, format="json"
+    )
+    assert response.status_code == 201
+    body = response.json()
+    assert body["source"] == "api" and body["who"] == "otto-operator"
+
+
+@pytest.fixture
+def worker_free_start(django_capture_on_commit_callbacks):
+    """Starting a run dispatches to a worker on commit; these tests drive it in-process."""
+    with django_capture_on_commit_callbacks(execute=False):
+        yield
