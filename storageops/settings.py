@@ -169,6 +169,8 @@ STORAGEOPS_RUN_LEASE_SECONDS = env_int("STORAGEOPS_RUN_LEASE_SECONDS", 30, minim
 STORAGEOPS_PROGRESS_SECONDS = env_int("STORAGEOPS_PROGRESS_SECONDS", 2, minimum=1, maximum=60)
 STORAGEOPS_MAX_CONCURRENCY = env_int("STORAGEOPS_MAX_CONCURRENCY", 2000, minimum=1)
 STORAGEOPS_SITE_NAME = env_str("STORAGEOPS_SITE_NAME", "site")
+# Optional bearer token that Prometheus must send to scrape /metrics.
+STORAGEOPS_METRICS_TOKEN = env_secret("STORAGEOPS_METRICS_TOKEN", "")
 # Optional: push every event to Grafana as an annotation. The token is a secret (or *_FILE).
 STORAGEOPS_GRAFANA_URL = env_str("STORAGEOPS_GRAFANA_URL", "")
 STORAGEOPS_GRAFANA_TOKEN = env_secret("STORAGEOPS_GRAFANA_TOKEN", "")

@@ -4,11 +4,12 @@ from django.contrib.auth.decorators import login_not_required
 from django.urls import include, path
 
 from collectors.api_grafana import GrafanaAnnotations
-from storageops import token_views, views
+from storageops import metrics, token_views, views
 
 urlpatterns = [
     path("", views.home, name="home"),
     path("healthz", views.healthz, name="healthz"),
+    path("metrics", metrics.metrics, name="metrics"),
     path("tokens/", token_views.token_list, name="tokens"),
     path("tokens/<int:pk>/revoke/", token_views.token_revoke, name="token_revoke"),
     path("login/", auth_views.LoginView.as_view(), name="login"),

@@ -1,0 +1,40 @@
+"""/metrics speaks Prometheus' text format about the control plane itself."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+from prometheus_client.parser import text_string_to_metric_families
+
+from campaigns.models import Run
+from collectors.models import Host
+from tests.support.factories import mock_campaign
+
+pytestmark = pytest.mark.django_db
+
+
+def samples(body: str) -> dict:
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(body) for s in family.samples}  # fmt: skip
+
+
+def test_metrics_report_runs_transfers_bytes_and_collectors(client, settings):
+    campaign = mock_campaign("metrics")
+    Run.objects.create(campaign=campaign, state="running", files_done=5, files_failed=1, bytes_done=5000)
+    Run.objects.create(campaign=campaign, state="succeeded", files_done=10, bytes_done=10000)
+    Host.objects.create(name="door1", last_seen=timezone.now() - timedelta(seconds=30))
+    response = client.get("/metrics")
+    assert response.status_code == 200
+    values = samples(response.content.decode())
+    assert values[("storageops_runs", (("state", "running"),))] == 1
+    assert values[("storageops_runs", (("state", "succeeded"),))] == 1
+    assert values[("storageops_transfers_finished_total", (("state", "succeeded"),))] == 15
+    assert values[("storageops_transfers_finished_total", (("state", "failed"),))] == 1
+    assert values[("storageops_bytes_moved_total", ())] == 15000
+    assert 29 <= values[("storageops_collector_last_seen_age_seconds", (("host", "door1"),))] < 120
+
+    settings.STORAGEOPS_METRICS_TOKEN = "scrape-secret"
+    assert client.get("/metrics").status_code == 401
+    assert client.get("/metrics", HTTP_AUTHORIZATION="Bearer scrape-secret").status_code == 200
