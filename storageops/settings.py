@@ -188,8 +188,8 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["storageops.api.auth.RolePermission"],
     "EXCEPTION_HANDLER": "storageops.api.base.error_handler",
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
+    "DEFAULT_SCHEMA_CLASS": "storageops.api.schema.StorageOpsAutoSchema",
+    "DEFAULT_PAGINATION_CLASS": "storageops.api.pagination.BoundedLimitOffsetPagination",
     "PAGE_SIZE": 100,
 }
 SPECTACULAR_SETTINGS = {

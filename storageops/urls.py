@@ -21,3 +21,6 @@ urlpatterns = [
     path("campaigns/", include("campaigns.urls")),
     path("hosts/", include("collectors.urls")),
 ]
+
+handler404 = "storageops.api.errors.page_not_found"
+handler500 = "storageops.api.errors.server_error"

@@ -32,16 +32,31 @@ class BaseModelSerializer(serializers.ModelSerializer):
         m2m = {f.name for f in model._meta.many_to_many}
         # A copy: a refused update must leave the object as it was.
         instance = model.objects.get(pk=self.instance.pk) if self.instance else model()
+        not_null = {}
         for key, value in attrs.items():
-            if key not in m2m:
-                setattr(instance, key, value)
+            if key in m2m:
+                continue
+            field = model._meta.get_field(key) if key in self._model_field_names() else None
+            # full_clean() skips empty values of blank=True fields, so a JSON null sent for a
+            # NOT NULL column (file_mix: null) would pass and fail in the database as a 500.
+            if value is None and field is not None and not field.null:
+                not_null[self._api_name(key)] = ["This field may not be null."]
+            setattr(instance, key, value)
+        if not_null:
+            raise serializers.ValidationError(not_null)
         try:
             instance.full_clean()
         except DjangoValidationError as exc:
-            # Report each error under the API's name of the field (url_prefix for Endpoint.url).
-            names = {field.source: name for name, field in self.fields.items()}
-            raise serializers.ValidationError({names.get(k, k): v for k, v in exc.message_dict.items()}) from None
+            raise serializers.ValidationError({self._api_name(k): v for k, v in exc.message_dict.items()}) from None
         return attrs
+
+    def _model_field_names(self) -> set[str]:
+        return {f.name for f in self.Meta.model._meta.get_fields() if getattr(f, "concrete", False)}
+
+    def _api_name(self, model_field: str) -> str:
+        """The API's name of a model field (url_prefix for Endpoint.url)."""
+        names = {field.source: name for name, field in self.fields.items()}
+        return names.get(model_field, model_field)
 
 
 class BaseViewSet(viewsets.ModelViewSet):
