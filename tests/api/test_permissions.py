@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 
 import pytest
 from django.utils import timezone
+from drf_spectacular.generators import SchemaGenerator
 from rest_framework.test import APIClient
 
-from campaigns.models import Run
+from campaigns.models import Run, Transfer
+from collectors.events import log_event
 from collectors.models import Host
 from storageops.api import tokens
-from tests.support.factories import backend, mock_campaign
+from tests.support.factories import backend, endpoint, mock_campaign
 
 pytestmark = pytest.mark.django_db
 
@@ -22,22 +25,46 @@ NEEDS = {"viewer": 0, "operator": 1, "admin": 2}
 @pytest.fixture
 def objects():
     campaign = mock_campaign("matrix")
+    run = Run.objects.create(campaign=campaign)
+    source = campaign.sources.first()
     return {
         "backend": backend("matrix-backend"),
-        "endpoint": campaign.sources.first(),
+        "endpoint": source,
+        # Nothing refers to these, so deleting them succeeds rather than answering 409.
+        "spare_endpoint": endpoint("matrix-spare", "root://spare:1094//x/", backend_name="matrix-backend"),
+        "spare_campaign": mock_campaign("matrix-spare"),
+        "spare_backend": backend("matrix-spare-backend"),
         "host": Host.objects.create(name="matrix-door"),
         "campaign": campaign,
-        "run": Run.objects.create(campaign=campaign),
+        "run": run,
+        "transfer": Transfer.objects.create(
+            run=run,
+            index=0,
+            source="mock://src.test/data/a",
+            destination="mock://dst.test/data/a",
+            source_endpoint=source,
+            destination_endpoint=source,
+            size=1,
+        ),
+        "event": log_event("note", "matrix note"),
     }
 
 
-def _payload(kind: str) -> dict:
+def _payload(kind: str, objects: dict) -> dict:
     return {
         "backends": {"name": "new-backend", "access_layer": "xrootd"},
         "hosts": {"name": "new-door"},
         "endpoints": {"name": "new-ep", "backend": backend("matrix-backend").pk, "url_prefix": "root://d:1094//x/"},
-        "campaigns": {"name": "new-campaign", "sources": [], "concurrency_steps": [1]},
+        "campaigns": {"name": "new-campaign", "sources": [objects["endpoint"].pk], "concurrency_steps": [1]},
         "events": {"kind": "note", "summary": "API note"},
+        "backend_put": {"name": "matrix-backend", "access_layer": "dcache"},
+        "host_put": {"name": "matrix-door-2"},
+        "endpoint_put": {
+            "name": "matrix-spare",
+            "backend": backend("matrix-backend").pk,
+            "url_prefix": "root://spare:1094//y/",
+        },
+        "campaign_put": {"name": "matrix", "sources": [objects["endpoint"].pk], "concurrency_steps": [2]},
     }[kind]
 
 
@@ -47,22 +74,38 @@ MATRIX = [
     ("post", "/api/v1/backends/", "backends", "admin", 201),
     ("get", "/api/v1/backends/{backend}/", None, "viewer", 200),
     ("patch", "/api/v1/backends/{backend}/", {"notes": "x"}, "admin", 200),
+    ("put", "/api/v1/backends/{backend}/", "backend_put", "admin", 200),
+    ("delete", "/api/v1/backends/{spare_backend}/", None, "admin", 204),
+    ("get", "/api/v1/hosts/{host}/", None, "viewer", 200),
+    ("put", "/api/v1/hosts/{host}/", "host_put", "admin", 200),
+    ("patch", "/api/v1/hosts/{host}/", {"notes": "x"}, "admin", 200),
     ("delete", "/api/v1/hosts/{host}/", None, "admin", 204),
     ("get", "/api/v1/endpoints/", None, "viewer", 200),
     ("post", "/api/v1/endpoints/", "endpoints", "admin", 201),
+    ("get", "/api/v1/endpoints/{endpoint}/", None, "viewer", 200),
+    ("put", "/api/v1/endpoints/{spare_endpoint}/", "endpoint_put", "admin", 200),
     ("patch", "/api/v1/endpoints/{endpoint}/", {"notes": "x"}, "admin", 200),
+    ("delete", "/api/v1/endpoints/{spare_endpoint}/", None, "admin", 204),
     ("get", "/api/v1/hosts/", None, "viewer", 200),
     ("post", "/api/v1/hosts/", "hosts", "admin", 201),
     ("get", "/api/v1/campaigns/", None, "viewer", 200),
+    ("post", "/api/v1/campaigns/", "campaigns", "admin", 201),
     ("get", "/api/v1/campaigns/{campaign}/", None, "viewer", 200),
+    ("put", "/api/v1/campaigns/{campaign}/", "campaign_put", "admin", 200),
     ("patch", "/api/v1/campaigns/{campaign}/", {"description": "x"}, "admin", 200),
+    ("delete", "/api/v1/campaigns/{spare_campaign}/", None, "admin", 204),
     ("post", "/api/v1/campaigns/{campaign}/start/", None, "operator", 202),
     ("post", "/api/v1/campaigns/{campaign}/clone/", {"name": "matrix-copy"}, "admin", 201),
     ("get", "/api/v1/runs/", None, "viewer", 200),
     ("get", "/api/v1/runs/{run}/", None, "viewer", 200),
     ("post", "/api/v1/runs/{run}/cancel/", None, "operator", 202),
+    ("get", "/api/v1/runs/{run}/export/", None, "viewer", 200),
+    ("get", "/api/v1/runs/{run}/steps-csv/", None, "viewer", 200),
+    ("get", "/api/v1/compare/?runs={run}", None, "viewer", 200),
     ("get", "/api/v1/transfers/", None, "viewer", 200),
+    ("get", "/api/v1/transfers/{transfer}/", None, "viewer", 200),
     ("get", "/api/v1/events/", None, "viewer", 200),
+    ("get", "/api/v1/events/{event}/", None, "viewer", 200),
     ("post", "/api/v1/events/", "events", "operator", 201),
     ("get", "/api/v1/samples/", None, "viewer", 200),
     ("get", "/api/schema/", None, "anonymous", 200),
@@ -88,7 +131,7 @@ def test_permission_matrix(objects, viewer, operator, admin_user, who, method, p
     users = {"viewer": viewer, "operator": operator, "admin": admin_user}
     client = _client(who, users)
     url = path.format(**{k: v.pk for k, v in objects.items()})
-    data = _payload(body) if isinstance(body, str) else body
+    data = _payload(body, objects) if isinstance(body, str) else body
     response = getattr(client, method)(url, data, format="json")
     if needs == "anonymous":
         # Public, but a presented token that is no good is refused, not ignored.
@@ -100,3 +143,11 @@ def test_permission_matrix(objects, viewer, operator, admin_user, who, method, p
     assert response.status_code == expected, (response.status_code, response.content[:500])
     if response.status_code >= 400 and url.startswith("/api/v1/"):
         assert set(response.json()["error"]) == {"status", "message", "fields"}
+
+
+def test_the_matrix_covers_every_operation_of_the_schema():
+    """A new endpoint cannot slip in without its row in the matrix above."""
+    schema = SchemaGenerator().get_schema(request=None, public=True)
+    documented = {(method, path) for path, ops in schema["paths"].items() for method in ops}
+    covered = {(method, re.sub(r"\{\w+\}", "{id}", path.split("?")[0])) for method, path, *_ in MATRIX}
+    assert documented - covered == set()
