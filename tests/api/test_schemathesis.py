@@ -1,0 +1,53 @@
+"""Property-based requests against the live server, generated from the live OpenAPI schema by
+schemathesis' own command line: no 5xx, and responses that conform to the schema."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+
+import pytest
+
+from campaigns import runs
+from campaigns.driver import RunDriver
+from storageops.api import tokens
+from tests.support.factories import mock_campaign
+from tests.support.processes import ROOT
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+
+# Per operation and phase; 10 gave 7,671 generated cases over the ~30 operations.
+EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "10"))
+
+
+def test_api_conforms_to_its_live_schema(live_server, admin_user, tmp_path):
+    # Something to read, start and clone, and a finished run whose transfers can be fetched.
+    RunDriver(runs.create_run(mock_campaign("fuzz-target", file_count=5), trigger="api").pk).drive()
+    secret = tokens.create_token(admin_user, "schemathesis", "admin")[1]
+    result = subprocess.run(
+        [str(ROOT / ".venv" / "bin" / "schemathesis"), "run", f"{live_server.url}/api/schema/",
+         "--header", f"Authorization: Token {secret}", "--max-examples", str(EXAMPLES), "--seed", "20261122",
+         "--checks", "not_a_server_error,status_code_conformance,content_type_conformance,"
+         "response_schema_conformance", "--workers", "1", "--request-timeout", "30"],
+        capture_output=True, text=True, timeout=1500, cwd=tmp_path,  # its cache stays out of the work tree
+    )  # fmt: skip
+    report = tmp_path / "schemathesis.txt"
+    report.write_text(result.stdout + result.stderr)
+    assert result.returncode == 0, f"full report in {report}\n" + _failures(result.stdout) + result.stderr[-2000:]
+    generated, passed = _test_cases(result.stdout)
+    assert generated >= 1000, result.stdout[-3000:]
+    assert passed == generated, result.stdout[-3000:]
+
+
+def _failures(text: str) -> str:
+    """The FAILURES section of schemathesis' report (the summary after it is mostly warnings)."""
+    start = text.find("FAILURES")
+    return text[start : start + 12000] if start >= 0 else text[-6000:]
+
+
+def _test_cases(text: str) -> tuple[int, int]:
+    """Schemathesis' own count of the requests it generated and of those that passed every check:
+    "Test cases:\n  7691 generated, 7691 passed"."""
+    found = re.search(r"Test cases:\s*(\d+) generated, (\d+) passed", text)
+    return (int(found[1]), int(found[2])) if found else (0, 0)
