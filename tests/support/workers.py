@@ -67,3 +67,24 @@ def celery_worker(
         "info",
     ]
     return ManagedProcess(node, argv, child_env(**env), log_dir, cwd=ROOT).start()
+
+
+def celery_beat(log_dir: Path, *, max_interval: int = 1, **env: str) -> ManagedProcess:
+    """A real beat process on the database scheduler (settings.CELERY_BEAT_SCHEDULER)."""
+    argv = [
+        PYTHON,
+        "-m",
+        "celery",
+        "-A",
+        "storageops",
+        "beat",
+        "-l",
+        "info",
+        "--max-interval",
+        str(max_interval),
+        "-s",
+        str(log_dir / "celerybeat-schedule"),
+        "--pidfile",
+        str(log_dir / "celerybeat.pid"),
+    ]
+    return ManagedProcess(f"beat-{uuid.uuid4().hex[:8]}", argv, child_env(**env), log_dir, cwd=ROOT).start()
