@@ -13,15 +13,16 @@ from rest_framework.pagination import CursorPagination
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from campaigns import comparison, exports, runs
+from campaigns import comparison, exports, runs, scheduling
 from campaigns.api.serializers import (
     BackendSerializer,
+    CampaignScheduleSerializer,
     CampaignSerializer,
     EndpointSerializer,
     RunSerializer,
     TransferSerializer,
 )
-from campaigns.models import Backend, Campaign, Endpoint, Run, Transfer
+from campaigns.models import Backend, Campaign, CampaignSchedule, Endpoint, Run, Transfer
 from storageops.api.auth import RolePermission
 from storageops.api.base import BaseViewSet
 
@@ -70,6 +71,26 @@ class CampaignViewSet(BaseViewSet):
             copy.sources.set(original.sources.all())
             copy.destinations.set(original.destinations.all())
         return Response(CampaignSerializer(copy, context={"request": request}).data, status=status.HTTP_201_CREATED)
+
+
+class CampaignScheduleViewSet(BaseViewSet):
+    """A campaign's schedule; beat's task follows every change (campaigns.scheduling)."""
+
+    queryset = CampaignSchedule.objects.select_related("campaign")
+    serializer_class = CampaignScheduleSerializer
+    filterset_fields = ["campaign", "campaign__name", "enabled", "kind"]
+
+    def perform_create(self, serializer):
+        serializer.instance = scheduling.save_schedule(CampaignSchedule(**serializer.validated_data))
+
+    def perform_update(self, serializer):
+        schedule = serializer.instance
+        for key, value in serializer.validated_data.items():
+            setattr(schedule, key, value)
+        scheduling.save_schedule(schedule)
+
+    def perform_destroy(self, instance):
+        scheduling.delete_schedule(instance)
 
 
 class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):

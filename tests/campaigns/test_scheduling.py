@@ -194,3 +194,18 @@ def test_a_manual_start_respects_the_weekly_budget():
     Run.objects.filter(pk=run.pk).update(bytes_done=1000, state=RunState.SUCCEEDED)
     with pytest.raises(ValidationError, match="weekly byte budget is used up"):
         runs.create_run(campaign, trigger="api")
+
+
+def test_beat_scheduler_names_the_occurrence_a_late_message_is_for():
+    from django_celery_beat.schedulers import ModelEntry
+
+    from storageops.beat import due_time
+    from storageops.celery import app
+
+    s = schedule_for(mock_campaign("due"), cron="*/5 * * * *", time_zone="UTC")
+    task = PeriodicTask.objects.get(pk=s.periodic_task_id)
+    last = datetime.now(UTC).replace(second=12, microsecond=0) - timedelta(hours=1)
+    task.last_run_at = last
+    entry = ModelEntry(task, app=app)
+    expected = last.replace(second=0) + timedelta(minutes=5 - last.minute % 5)
+    assert due_time(entry, app.now()) == expected
