@@ -439,6 +439,21 @@ def validate_cron(value: str) -> None:
     crontab_validator(value)
 
 
+# What an operator sets on a schedule (the form and the API); the rest is kept by the service.
+SCHEDULE_SETTINGS = (
+    "enabled",
+    "kind",
+    "cron",
+    "interval_minutes",
+    "time_zone",
+    "window_days",
+    "window_start",
+    "window_end",
+    "max_slip_minutes",
+    "max_runs",
+)
+
+
 class CampaignSchedule(BaseModel):
     """When a campaign starts by itself; it owns the beat PeriodicTask that fires it.
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from campaigns.models import Backend, Campaign, CampaignSchedule, Endpoint, Run, Transfer
+from campaigns.models import SCHEDULE_SETTINGS, Backend, Campaign, CampaignSchedule, Endpoint, Run, Transfer
 from storageops.api.base import BaseModelSerializer
 
 
@@ -162,16 +162,7 @@ class CampaignScheduleSerializer(BaseModelSerializer):
             "url",
             "display",
             "campaign",
-            "enabled",
-            "kind",
-            "cron",
-            "interval_minutes",
-            "time_zone",
-            "window_days",
-            "window_start",
-            "window_end",
-            "max_slip_minutes",
-            "max_runs",
+            *SCHEDULE_SETTINGS,
             "runs_started",
             "last_due_at",
             "last_decision",
