@@ -42,10 +42,16 @@ def save_schedule(schedule: CampaignSchedule) -> CampaignSchedule:
 
 def delete_schedule(schedule: CampaignSchedule) -> None:
     with transaction.atomic():
-        task = schedule.periodic_task
-        schedule.delete()
-        if task is not None:
-            task.delete()
+        schedule.delete()  # its task goes with it (forget_periodic_task)
+
+
+def forget_periodic_task(schedule: CampaignSchedule) -> None:
+    """After a schedule is deleted, however (its campaign deleted too): beat stops firing it."""
+    if schedule.periodic_task_id is not None:
+        from django_celery_beat.models import PeriodicTask
+
+        for task in PeriodicTask.objects.filter(pk=schedule.periodic_task_id):
+            task.delete()  # one by one, so beat's change signal fires
 
 
 def sync_periodic_task(schedule: CampaignSchedule) -> None:

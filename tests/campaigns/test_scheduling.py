@@ -209,3 +209,12 @@ def test_beat_scheduler_names_the_occurrence_a_late_message_is_for():
     entry = ModelEntry(task, app=app)
     expected = last.replace(second=0) + timedelta(minutes=5 - last.minute % 5)
     assert due_time(entry, app.now()) == expected
+
+
+def test_deleting_the_campaign_takes_its_beat_task_along():
+    campaign = mock_campaign("gone")
+    s = schedule_for(campaign)
+    task_id = s.periodic_task_id
+    campaign.delete()
+    assert not CampaignSchedule.objects.exists()
+    assert not PeriodicTask.objects.filter(pk=task_id).exists()
