@@ -98,7 +98,7 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
     serializer_class = RunSerializer
     permission_classes = [RolePermission]
     filterset_fields = ["campaign", "campaign__name", "state", "disturbed"]
-    action_permissions = {"cancel": ["campaigns.cancel_run"]}
+    action_permissions = {"cancel": ["campaigns.cancel_run"], "cleanup": ["campaigns.start_run"]}
 
     @extend_schema(request=None, responses={202: RunSerializer})
     @action(detail=True, methods=["post"])
@@ -108,6 +108,18 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         if not runs.request_cancel(run, user=request.user):
             raise ValidationError({"state": f"A run that is {run.state} cannot be cancelled."})
         run.refresh_from_db()
+        return Response(RunSerializer(run, context={"request": request}).data, status=status.HTTP_202_ACCEPTED)
+
+    @extend_schema(request=None, responses={202: RunSerializer})
+    @action(detail=True, methods=["post"])
+    def cleanup(self, request, pk=None):
+        """Delete the files the run wrote (only below its run folder); the report lands in its summary."""
+        run = self.get_object()
+        if run.is_live:
+            raise ValidationError({"state": f"A run that is {run.state} cannot be cleaned up yet."})
+        from campaigns.tasks import cleanup_run
+
+        cleanup_run.delay(run.pk)
         return Response(RunSerializer(run, context={"request": request}).data, status=status.HTTP_202_ACCEPTED)
 
     @extend_schema(

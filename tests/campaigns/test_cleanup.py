@@ -6,6 +6,7 @@ What is left is checked twice, independently of gfal2: on the server's disk and 
 from __future__ import annotations
 
 import subprocess
+import time
 
 import pytest
 
@@ -124,3 +125,28 @@ def test_paths_outside_the_run_folder_are_refused_and_recorded(xrootd_pair):
 )
 def test_inside_prefix(url, inside):
     assert cleanup.inside_prefix(url, "root://h:1094//data/t/runs/run-7/") is inside
+
+
+def test_a_clean_up_asked_through_the_api_runs_on_a_worker(worker, operator, viewer):
+    from rest_framework.test import APIClient
+
+    from storageops.api import tokens
+    from tests.support.factories import mock_campaign
+
+    run = runs.create_run(mock_campaign("later", file_count=4), trigger="command")
+    assert RunDriver(run.pk).drive() == RunState.SUCCEEDED
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {tokens.create_token(viewer, 'v', 'viewer')[1]}")
+    assert client.post(f"/api/v1/runs/{run.pk}/cleanup/").status_code == 403
+    client.credentials(HTTP_AUTHORIZATION=f"Token {tokens.create_token(operator, 'o', 'operator')[1]}")
+    assert client.post(f"/api/v1/runs/{run.pk}/cleanup/").status_code == 202
+    deadline = time.monotonic() + 60
+    while "cleanup" not in Run.objects.get(pk=run.pk).summary and time.monotonic() < deadline:
+        time.sleep(0.5)
+    report = Run.objects.get(pk=run.pk).summary.get("cleanup")
+    assert report is not None, worker.log_text()[-3000:]
+    assert (report["deleted"], report["failed"], report["refused"]) == (4, 0, 0)
+
+    live = runs.create_run(mock_campaign("live-cleanup", file_count=1), trigger="command")
+    refused = client.post(f"/api/v1/runs/{live.pk}/cleanup/")
+    assert refused.status_code == 400 and "cannot be cleaned up yet" in refused.json()["error"]["fields"]["state"][0]
