@@ -86,6 +86,8 @@ def campaign_schedule(request: HttpRequest, pk: int) -> HttpResponse:
     decisions = Event.objects.filter(kind="schedule", detail__contains=f'"campaign": {campaign.pk},')[:5]
     context = {"campaign": campaign, "schedule": schedule, "form": form, "can_edit": can_edit, "saved": saved,
                "decisions": decisions}  # fmt: skip
-    response = render(request, "campaigns/partials/campaign_schedule.html", context, status=400 if form.errors else 200)
+    # htmx swaps only 2xx answers: the card with its errors comes back as 200 to htmx, 400 otherwise.
+    refused = form.errors and not request.headers.get("HX-Request")
+    response = render(request, "campaigns/partials/campaign_schedule.html", context, status=400 if refused else 200)
     response["Vary"] = "HX-Request"
     return response
