@@ -1,6 +1,7 @@
 from django.contrib import admin
 
-from campaigns.models import Backend, Campaign, Endpoint, Run, RunStep, Transfer
+from campaigns import scheduling
+from campaigns.models import Backend, Campaign, CampaignSchedule, Endpoint, Run, RunStep, Transfer
 
 
 @admin.register(Backend)
@@ -49,3 +50,21 @@ class TransferAdmin(admin.ModelAdmin):
     list_filter = ["state", "error_category"]
     raw_id_fields = ["run", "source_endpoint", "destination_endpoint"]
     show_full_result_count = False
+
+
+@admin.register(CampaignSchedule)
+class CampaignScheduleAdmin(admin.ModelAdmin):
+    list_display = ["campaign", "describe", "enabled", "window_days", "runs_started", "max_runs", "last_decision"]
+    list_filter = ["enabled", "kind"]
+    readonly_fields = ["runs_started", "last_due_at", "last_decision", "periodic_task"]
+
+    # Through the service, so beat's task follows an edit made here too.
+    def save_model(self, request, obj, form, change) -> None:
+        scheduling.save_schedule(obj)
+
+    def delete_model(self, request, obj) -> None:
+        scheduling.delete_schedule(obj)
+
+    def delete_queryset(self, request, queryset) -> None:
+        for obj in queryset:
+            scheduling.delete_schedule(obj)

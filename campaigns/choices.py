@@ -48,6 +48,16 @@ class ChecksumAlgorithm(models.TextChoices):
     MD5 = "md5", "md5"
 
 
+class Cleanup(models.TextChoices):
+    KEEP = "keep", "Keep the files"
+    DELETE = "delete", "Delete the run's files at its end"
+
+
+class ScheduleKind(models.TextChoices):
+    CRON = "cron", "Cron expression"
+    INTERVAL = "interval", "Every N minutes"
+
+
 class RunState(models.TextChoices):
     PENDING = "pending", "Pending"
     RUNNING = "running", "Running"

@@ -14,8 +14,14 @@ from collectors.models import MetricSample
 MAX_RUNS = 8
 
 
-def _door_cpu(run: Run) -> dict[str, float | None]:
-    """Mean CPU % of each door over the run's window, from the collectors' samples."""
+def door_cpu(run: Run) -> dict[str, float | None]:
+    """Mean CPU % of each door over the run's window, from the collectors' samples.
+
+    Retention freezes this figure into the run's summary before the samples go.
+    """
+    frozen = (run.summary or {}).get("door_cpu_percent")
+    if frozen is not None:
+        return frozen
     if not run.started_at or not run.finished_at:
         return {}
     hosts = {
@@ -66,7 +72,7 @@ def compare(runs: Sequence[Run]) -> dict:
                 "duration_p50": total.get("duration_p50"),
                 "duration_p95": total.get("duration_p95"),
                 "doors": {name: d.get("throughput_bps") for name, d in summary.get("doors", {}).items()},
-                "door_cpu_percent": _door_cpu(run),
+                "door_cpu_percent": door_cpu(run),
                 "peak": _peak(summary.get("steps", [])),
                 "steps": [
                     {"concurrency": s["concurrency"], "throughput_bps": s["throughput_bps"]}

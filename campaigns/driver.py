@@ -20,7 +20,7 @@ from django.conf import settings
 from django.db import DatabaseError, close_old_connections, connection, transaction
 from django.utils import timezone
 
-from campaigns import analysis, disturbance, runs, transfer_store
+from campaigns import analysis, cleanup, disturbance, runs, transfer_store
 from campaigns.choices import RunState, TransferState
 from campaigns.copy_pool import CopyPool
 from campaigns.engines.base import CopyOptions, CopyResult, EndpointCredentials
@@ -196,6 +196,12 @@ class RunDriver:
             + (f" ({reason})" if reason else ""),
             run=run,
         )
+        if run.snapshot["parameters"].get("cleanup") == "delete" and getattr(self, "copier", None) is not None:
+            try:
+                cleanup.cleanup_run(run, self.copier)
+            except Exception:
+                # The run's record stands whatever happens to its clean-up.
+                log.exception("run %s: clean-up failed", run.pk)
 
     def _crash(self, exc: BaseException) -> None:
         import traceback
@@ -230,6 +236,7 @@ class _Loop:
         self.retries = params.get("retries", 0)
         self.grace = params.get("cancel_grace", 10)
         self.max_bytes = params.get("max_bytes")
+        self.byte_budget_label = params.get("byte_budget_label") or "byte budget"
         self.max_duration = params.get("max_duration")
         self.run_started = run.started_at.timestamp()
         self.mean_size = max(run.planned_bytes / max(run.planned_files, 1), 1.0)
@@ -341,7 +348,7 @@ class _Loop:
             self.stop = f"duration budget reached ({self.max_duration} s)"
             self.give_back = True
         elif self.max_bytes and self.moved + self.handed_bytes >= self.max_bytes:
-            self.stop = f"byte budget reached ({self.moved} of {self.max_bytes} bytes moved or in flight)"
+            self.stop = f"{self.byte_budget_label} reached ({self.moved} of {self.max_bytes} bytes moved or in flight)"
         elif timed_out or (self.step_files and self.step_claimed >= self.step_files):
             self.give_back = timed_out
             if self.step.index + 1 < len(self.steps):

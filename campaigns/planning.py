@@ -42,6 +42,10 @@ PARAMETER_FIELDS = (
     "max_bytes",
     "max_duration",
     "cancel_grace",
+    "max_bytes_per_day",
+    "max_bytes_per_week",
+    "allow_overlap",
+    "cleanup",
 )
 _SECRET_FIELDS = ("bearer_token",)
 
@@ -93,8 +97,18 @@ def source_path(parameters: dict, size: int, number: int) -> str:
     return f"{parameters['source_path'].strip('/')}/{size}/src-{number:07d}"
 
 
+def run_folder(parameters: dict, run_id: int) -> str:
+    """The folder below each written endpoint that holds a run's files, and nothing else."""
+    return f"{parameters['destination_path'].strip('/')}/run-{run_id}"
+
+
 def destination_path(parameters: dict, run_id: int, index: int) -> str:
-    return f"{parameters['destination_path'].strip('/')}/run-{run_id}/f{index:07d}"
+    return f"{run_folder(parameters, run_id)}/f{index:07d}"
+
+
+def endpoint_folder_url(endpoint: dict, folder: str) -> str:
+    """URL of `folder` below an endpoint's prefix, without the endpoint's query."""
+    return _UrlMaker(endpoint).head + folder.strip("/") + "/"
 
 
 class _UrlMaker:

@@ -21,6 +21,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from campaigns.budgets import tightest_budget
 from campaigns.choices import ACTIVE_RUN_STATES, CampaignKind, RunState
 from campaigns.engines.gfal2_engine import gfal2_version
 from campaigns.models import Campaign, Run
@@ -50,11 +51,21 @@ def create_run(campaign: Campaign, *, user=None, trigger: str = "web") -> Run:
     """Freeze the campaign into a pending run (not yet dispatched)."""
     campaign.full_clean()
     check_runnable(campaign)
+    snapshot = campaign_snapshot(campaign)
+    budget = tightest_budget(campaign)
+    if budget is not None:
+        if budget.remaining <= 0:
+            raise ValidationError(
+                f"The campaign's {budget.label} is used up ({budget.used} of {budget.limit} bytes moved)."
+            )
+        # The run stops cleanly at what is left of the tightest budget, and says which one.
+        snapshot["parameters"]["max_bytes"] = budget.remaining
+        snapshot["parameters"]["byte_budget_label"] = budget.label
     return Run.objects.create(
         campaign=campaign,
         trigger=trigger,
         created_by=user if user and user.is_authenticated else None,
-        snapshot=campaign_snapshot(campaign),
+        snapshot=snapshot,
         planned_files=campaign.planned_files,
         planned_bytes=campaign.planned_bytes,
     )

@@ -5,9 +5,11 @@ from __future__ import annotations
 from celery import shared_task
 from celery.signals import worker_ready
 from django.conf import settings
+from django.utils.dateparse import parse_datetime
 
-from campaigns import runs
-from campaigns.driver import RunDriver
+from campaigns import cleanup, runs, scheduling
+from campaigns.driver import RunDriver, build_copier
+from campaigns.models import Run
 
 
 @shared_task(name="campaigns.drive_run", ignore_result=True, acks_late=False)
@@ -26,3 +28,16 @@ def recover_runs() -> list[int]:
 def _recover_after_start(sender=None, **kwargs) -> None:
     # A worker that (re)starts looks for runs whose driver died, once their lease expired.
     recover_runs.apply_async(countdown=settings.STORAGEOPS_RUN_LEASE_SECONDS + 1)
+
+
+@shared_task(name="campaigns.scheduled_start", ignore_result=True, soft_time_limit=60, time_limit=90)
+def scheduled_start(schedule_id: int, due_at: str | None = None) -> str:
+    # Beat's scheduler (storageops.beat) says when this start was due; by hand, it is due now.
+    return scheduling.fire(schedule_id, parse_datetime(due_at) if due_at else None).reason
+
+
+@shared_task(name="campaigns.cleanup_run", ignore_result=True, soft_time_limit=6 * 3600, time_limit=6 * 3600 + 60)
+def cleanup_run(run_id: int) -> dict:
+    # A clean-up asked for by hand (a run that kept its files, or one whose clean-up failed).
+    run = Run.objects.get(pk=run_id)
+    return cleanup.cleanup_run(run, build_copier(run.snapshot))

@@ -6,6 +6,7 @@ app_name = "campaigns"
 urlpatterns = [
     path("", views.CampaignListView.as_view(), name="campaign_list"),
     path("<int:pk>/", views.CampaignDetailView.as_view(), name="campaign_detail"),
+    path("<int:pk>/schedule/", views.campaign_schedule, name="campaign_schedule"),
     path("runs/", views.RunListView.as_view(), name="run_list"),
     path("runs/<int:pk>/", views.RunDetailView.as_view(), name="run_detail"),
     path("runs/<int:pk>/progress/", views.run_progress, name="run_progress"),

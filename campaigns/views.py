@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, render
+from django.shortcuts import get_object_or_404, redirect, render
 from django.views.generic import DetailView, ListView
 
-from campaigns.models import Backend, Campaign, Endpoint, Run
+from campaigns import scheduling
+from campaigns.forms import CampaignScheduleForm
+from campaigns.models import Backend, Campaign, CampaignSchedule, Endpoint, Run
+from collectors.models import Event
 
 
 class CampaignListView(ListView):
@@ -57,3 +61,33 @@ class BackendDetailView(DetailView):
 
 class EndpointDetailView(DetailView):
     model = Endpoint
+
+
+def campaign_schedule(request: HttpRequest, pk: int) -> HttpResponse:
+    """The schedule card of a campaign's page: shows, and for admins edits, the schedule."""
+    campaign = get_object_or_404(Campaign, pk=pk)
+    schedule = CampaignSchedule.objects.filter(campaign=campaign).first()
+    can_edit = request.user.has_perm("campaigns.change_campaignschedule")
+    form, saved = CampaignScheduleForm(instance=schedule), ""
+    if request.method == "POST":
+        if not can_edit:
+            raise PermissionDenied
+        if request.POST.get("action") == "delete":
+            if schedule is not None:
+                scheduling.delete_schedule(schedule)
+            schedule, form, saved = None, CampaignScheduleForm(), "Schedule removed."
+        else:
+            form = CampaignScheduleForm(request.POST, instance=schedule or CampaignSchedule(campaign=campaign))
+            if form.is_valid():
+                schedule, saved = scheduling.save_schedule(form.save(commit=False)), "Schedule saved."
+                form = CampaignScheduleForm(instance=schedule)
+        if saved and not request.headers.get("HX-Request"):
+            return redirect(campaign)
+    decisions = Event.objects.filter(kind="schedule", detail__contains=f'"campaign": {campaign.pk},')[:5]
+    context = {"campaign": campaign, "schedule": schedule, "form": form, "can_edit": can_edit, "saved": saved,
+               "decisions": decisions}  # fmt: skip
+    # htmx swaps only 2xx answers: the card with its errors comes back as 200 to htmx, 400 otherwise.
+    refused = form.errors and not request.headers.get("HX-Request")
+    response = render(request, "campaigns/partials/campaign_schedule.html", context, status=400 if refused else 200)
+    response["Vary"] = "HX-Request"
+    return response

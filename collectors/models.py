@@ -114,6 +114,26 @@ class MetricSample(models.Model):
         return f"{self.host_id} {self.metric}{{{self.label}}}={self.value}"
 
 
+class MetricRollup(models.Model):
+    """Samples older than the retention age, downsampled: one row per host, metric, label and bucket."""
+
+    host = models.ForeignKey(Host, on_delete=models.CASCADE, related_name="rollups")
+    metric = models.CharField(max_length=64)
+    label = models.CharField(max_length=64, blank=True)
+    time = models.DateTimeField(help_text="Start of the bucket.")
+    seconds = models.PositiveIntegerField(help_text="Length of the bucket.")
+    count = models.PositiveIntegerField()
+    mean = models.FloatField()
+    minimum = models.FloatField()
+    maximum = models.FloatField()
+
+    class Meta:
+        indexes = [models.Index(fields=["host", "metric", "time"], name="rollup_host_metric_time_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.host_id} {self.metric}{{{self.label}}}@{self.time:%Y-%m-%d %H:%M} mean={self.mean}"
+
+
 class Event(models.Model):
     """The change & restart log of the storage side (and StorageOps' own run starts/ends)."""
 

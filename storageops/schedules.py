@@ -10,6 +10,7 @@ BUILTIN = (
     # (name, task, every seconds)
     ("StorageOps: recover runs whose driver died", "campaigns.recover_runs", 15),
     ("StorageOps: scrape hosts' node_exporter", "collectors.node_exporter.scrape", 15),
+    ("StorageOps: retention of old transfers and samples", "storageops.retention", 3600),
 )
 
 

@@ -161,7 +161,7 @@ CELERY_TASK_ROUTES = {"campaigns.drive_run": {"queue": STORAGEOPS_TRANSFERS_QUEU
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_ACKS_LATE = False
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
-CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
+CELERY_BEAT_SCHEDULER = "storageops.beat:Scheduler"
 
 # --- StorageOps ----------------------------------------------------------------------------
 # How long a run driver may be silent before another worker takes the run over.
@@ -178,6 +178,18 @@ if STORAGEOPS_GRAFANA_URL and not STORAGEOPS_GRAFANA_URL.startswith(("http://", 
     raise ImproperlyConfigured(f"STORAGEOPS_GRAFANA_URL={STORAGEOPS_GRAFANA_URL!r} must be an http(s) URL")
 # Minutes around a restart or config change that a trimmed analysis leaves out (each side).
 STORAGEOPS_DISTURBANCE_MARGIN_SECONDS = env_int("STORAGEOPS_DISTURBANCE_MARGIN_SECONDS", 120, minimum=0)
+
+# Retention: finished runs' transfers and hosts' raw samples older than these ages are
+# aggregated (run summaries, sample roll-ups) and deleted in batches by an hourly beat task.
+# 0 keeps them for ever. Events, runs, their summaries and steps are always kept.
+STORAGEOPS_TRANSFER_RETENTION_DAYS = env_int("STORAGEOPS_TRANSFER_RETENTION_DAYS", 365, minimum=0)
+STORAGEOPS_SAMPLE_RETENTION_DAYS = env_int("STORAGEOPS_SAMPLE_RETENTION_DAYS", 30, minimum=0)
+STORAGEOPS_RETENTION_BATCH = env_int("STORAGEOPS_RETENTION_BATCH", 5000, minimum=100, maximum=1_000_000)
+STORAGEOPS_SAMPLE_ROLLUP_SECONDS = env_int("STORAGEOPS_SAMPLE_ROLLUP_SECONDS", 300, minimum=10, maximum=3600)
+if 3600 % STORAGEOPS_SAMPLE_ROLLUP_SECONDS:
+    raise ImproperlyConfigured(
+        f"STORAGEOPS_SAMPLE_ROLLUP_SECONDS={STORAGEOPS_SAMPLE_ROLLUP_SECONDS} must divide an hour (e.g. 60, 300, 900)"
+    )
 
 # --- REST framework ------------------------------------------------------------------------
 REST_FRAMEWORK = {

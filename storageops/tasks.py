@@ -1,4 +1,4 @@
-"""Framework tasks: a round-trip probe for health checks and tests."""
+"""Framework tasks: a round-trip probe for health checks and tests, and retention."""
 
 from __future__ import annotations
 
@@ -12,3 +12,10 @@ from celery import shared_task
 def ping(payload: str = "") -> dict:
     """Echo back with the worker's identity, so a caller knows which process answered."""
     return {"pong": payload, "host": socket.gethostname(), "pid": os.getpid()}
+
+
+@shared_task(name="storageops.retention", soft_time_limit=3000, time_limit=3300)
+def retention() -> dict:
+    from campaigns.retention import apply_retention
+
+    return apply_retention()

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from campaigns.models import Backend, Campaign, Endpoint, Run, Transfer
+from campaigns.models import SCHEDULE_SETTINGS, Backend, Campaign, CampaignSchedule, Endpoint, Run, Transfer
 from storageops.api.base import BaseModelSerializer
 
 
@@ -148,3 +148,27 @@ class TransferSerializer(serializers.ModelSerializer):
             "destination_checksum",
         ]
         read_only_fields = fields
+
+
+class CampaignScheduleSerializer(BaseModelSerializer):
+    describe = serializers.CharField(read_only=True)
+    periodic_task = serializers.PrimaryKeyRelatedField(read_only=True, help_text="beat's task (kept in step).")
+
+    class Meta:
+        model = CampaignSchedule
+        route = "schedules"
+        fields = [
+            "id",
+            "url",
+            "display",
+            "campaign",
+            *SCHEDULE_SETTINGS,
+            "runs_started",
+            "last_due_at",
+            "last_decision",
+            "describe",
+            "periodic_task",
+            "created",
+            "last_updated",
+        ]
+        read_only_fields = ["runs_started", "last_due_at", "last_decision", "created", "last_updated"]

@@ -13,15 +13,16 @@ from rest_framework.pagination import CursorPagination
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from campaigns import comparison, exports, runs
+from campaigns import comparison, exports, runs, scheduling
 from campaigns.api.serializers import (
     BackendSerializer,
+    CampaignScheduleSerializer,
     CampaignSerializer,
     EndpointSerializer,
     RunSerializer,
     TransferSerializer,
 )
-from campaigns.models import Backend, Campaign, Endpoint, Run, Transfer
+from campaigns.models import Backend, Campaign, CampaignSchedule, Endpoint, Run, Transfer
 from storageops.api.auth import RolePermission
 from storageops.api.base import BaseViewSet
 
@@ -72,12 +73,32 @@ class CampaignViewSet(BaseViewSet):
         return Response(CampaignSerializer(copy, context={"request": request}).data, status=status.HTTP_201_CREATED)
 
 
+class CampaignScheduleViewSet(BaseViewSet):
+    """A campaign's schedule; beat's task follows every change (campaigns.scheduling)."""
+
+    queryset = CampaignSchedule.objects.select_related("campaign")
+    serializer_class = CampaignScheduleSerializer
+    filterset_fields = ["campaign", "campaign__name", "enabled", "kind"]
+
+    def perform_create(self, serializer):
+        serializer.instance = scheduling.save_schedule(CampaignSchedule(**serializer.validated_data))
+
+    def perform_update(self, serializer):
+        schedule = serializer.instance
+        for key, value in serializer.validated_data.items():
+            setattr(schedule, key, value)
+        scheduling.save_schedule(schedule)
+
+    def perform_destroy(self, instance):
+        scheduling.delete_schedule(instance)
+
+
 class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     queryset = Run.objects.select_related("campaign")
     serializer_class = RunSerializer
     permission_classes = [RolePermission]
     filterset_fields = ["campaign", "campaign__name", "state", "disturbed"]
-    action_permissions = {"cancel": ["campaigns.cancel_run"]}
+    action_permissions = {"cancel": ["campaigns.cancel_run"], "cleanup": ["campaigns.start_run"]}
 
     @extend_schema(request=None, responses={202: RunSerializer})
     @action(detail=True, methods=["post"])
@@ -87,6 +108,18 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         if not runs.request_cancel(run, user=request.user):
             raise ValidationError({"state": f"A run that is {run.state} cannot be cancelled."})
         run.refresh_from_db()
+        return Response(RunSerializer(run, context={"request": request}).data, status=status.HTTP_202_ACCEPTED)
+
+    @extend_schema(request=None, responses={202: RunSerializer})
+    @action(detail=True, methods=["post"])
+    def cleanup(self, request, pk=None):
+        """Delete the files the run wrote (only below its run folder); the report lands in its summary."""
+        run = self.get_object()
+        if run.is_live:
+            raise ValidationError({"state": f"A run that is {run.state} cannot be cleaned up yet."})
+        from campaigns.tasks import cleanup_run
+
+        cleanup_run.delay(run.pk)
         return Response(RunSerializer(run, context={"request": request}).data, status=status.HTTP_202_ACCEPTED)
 
     @extend_schema(

@@ -168,3 +168,17 @@ class Gfal2Copier:
         params.create_parent = True
         params.timeout = self.options.timeout
         ctx.filecopy(params, f"file://{local_path}", url)
+
+    def remove(self, url: str) -> None:
+        """Delete one file (clean-up after a run); raises OSError with gfal2's errno and message."""
+        try:
+            self._context()[0].unlink(url)
+        except gfal2.GError as exc:
+            raise OSError(exc.code, str(getattr(exc, "message", exc))) from None
+
+    def remove_folder(self, url: str) -> None:
+        """Remove an empty folder; raises OSError (not empty, unsupported by the plugin, ...)."""
+        try:
+            self._context()[0].rmdir(url)
+        except gfal2.GError as exc:
+            raise OSError(exc.code, str(getattr(exc, "message", exc))) from None

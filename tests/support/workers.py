@@ -43,27 +43,22 @@ def child_env(**overrides: str) -> dict[str, str]:
     return env
 
 
+def celery_argv(command: str, *args: str) -> list[str]:
+    return [PYTHON, "-m", "celery", "-A", "storageops", command, *args, "-l", "info"]
+
+
 def celery_worker(
     log_dir: Path, *, queues: str = "", concurrency: int = 2, name: str | None = None, **env: str
 ) -> ManagedProcess:
     node = name or f"test-{uuid.uuid4().hex[:8]}"
     queues = queues or worker_queues()
-    argv = [
-        PYTHON,
-        "-m",
-        "celery",
-        "-A",
-        "storageops",
-        "worker",
-        "-Q",
-        queues,
-        "-c",
-        str(concurrency),
-        "-n",
-        f"{node}@%h",
-        "--without-mingle",
-        "--without-gossip",
-        "-l",
-        "info",
-    ]
+    argv = celery_argv("worker", "-Q", queues, "-c", str(concurrency), "-n", f"{node}@%h", "--without-mingle",
+                       "--without-gossip")  # fmt: skip
     return ManagedProcess(node, argv, child_env(**env), log_dir, cwd=ROOT).start()
+
+
+def celery_beat(log_dir: Path, *, max_interval: int = 1, **env: str) -> ManagedProcess:
+    """A real beat process on the database scheduler (settings.CELERY_BEAT_SCHEDULER)."""
+    argv = celery_argv("beat", "--max-interval", str(max_interval), "-s", str(log_dir / "celerybeat-schedule"),
+                       "--pidfile", str(log_dir / "celerybeat.pid"))  # fmt: skip
+    return ManagedProcess(f"beat-{uuid.uuid4().hex[:8]}", argv, child_env(**env), log_dir, cwd=ROOT).start()
