@@ -18,10 +18,11 @@ from campaigns.api.serializers import (
     BackendSerializer,
     CampaignSerializer,
     EndpointSerializer,
+    FtsInstanceSerializer,
     RunSerializer,
     TransferSerializer,
 )
-from campaigns.models import Backend, Campaign, Endpoint, Run, Transfer
+from campaigns.models import Backend, Campaign, Endpoint, FtsInstance, Run, Transfer
 from storageops.api.auth import RolePermission
 from storageops.api.base import BaseViewSet
 
@@ -36,6 +37,12 @@ class EndpointViewSet(BaseViewSet):
     queryset = Endpoint.objects.select_related("backend").prefetch_related("hosts")
     serializer_class = EndpointSerializer
     filterset_fields = ["name", "backend", "backend__name"]
+
+
+class FtsInstanceViewSet(BaseViewSet):
+    queryset = FtsInstance.objects.all()
+    serializer_class = FtsInstanceSerializer
+    filterset_fields = ["name"]
 
 
 class CloneSerializer(serializers.Serializer):

@@ -1,0 +1,205 @@
+"""The FTS engine against a double of FTS3's REST server that copies for real with gfal2
+between the two test XRootD doors (tests/support/fts_double.py).
+
+What is checked against what: every Transfer record against the double's own record of the
+file it reported, the files at the destination against the sources on disk (read directly,
+hashed with zlib), and the link limits against the double's configuration history.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import zlib
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+from django.db import connection
+
+from campaigns import runs
+from campaigns.choices import RunState
+from campaigns.engines.fts import parse_time
+from campaigns.fts_driver import FtsRunDriver
+from campaigns.models import FtsInstance, FtsLinkLimit, RunStep, Transfer
+from campaigns.planning import source_path
+from collectors.models import Event
+from tests.support.factories import campaign, endpoint
+from tests.support.fts_double import MB, FtsDouble
+
+pytestmark = pytest.mark.django_db(transaction=True)
+TOKEN = "fts-test-token"
+LINK = ("root://127.0.0.1", "root://127.0.0.1")  # FTS names storage elements without the port
+
+
+@pytest.fixture
+def fts():
+    double = FtsDouble(token=TOKEN, audit=True).start()
+    try:
+        yield double
+    finally:
+        double.stop()
+
+
+def instance(double: FtsDouble, name: str = "fts-double", **fields) -> FtsInstance:
+    values = {"bearer_token": TOKEN, "files_per_job": 20, "manage_link_limits": True, "poll_seconds": 0.3}
+    values.update(fields)
+    return FtsInstance.objects.create(name=name, url=double.url, **values)
+
+
+def url_path(url: str) -> str:
+    return "/" + urlsplit(url).path.lstrip("/")
+
+
+def adler32(path: Path) -> int:
+    return zlib.adler32(path.read_bytes(), 1)
+
+
+def write_sources(door, prefix: str, params: dict, count: int, size: int, skip: set[int] = frozenset()) -> None:
+    data = os.urandom(size)
+    for number in range(count):
+        if number not in skip:
+            door.write_local(f"{prefix}{source_path(params, size, number)}", data)
+
+
+def test_run_of_60_files_matches_what_fts_reported(xrootd_pair, fts):
+    door1, door2 = xrootd_pair
+    size, count = 200_000, 60
+    src = endpoint("fts-src", door1.root_url_for("/data/fts1/"))
+    dst = endpoint("fts-dst", door2.root_url_for("/data/fts1/"))
+    # The site's own link config, which the run must pin per step and then put back.
+    fts.links["site-link"] = {"source": LINK[0], "destination": LINK[1], "symbolicname": "site-link",
+                              "min_active": 2, "max_active": 50, "nostreams": 0, "optimizer_mode": 2}  # fmt: skip
+    obj = campaign(
+        "fts-60", [src], [dst], engine="fts", fts_instance=instance(fts), file_count=count, file_size=size,
+        checksum_mode="both", concurrency_steps=[3, 6], step_files=30, fts_priority=4,
+    )  # fmt: skip
+    # Source 7 is missing: FTS reports "SOURCE [2] Failed to stat file (No such file or directory)".
+    write_sources(door1, "/data/fts1/", {"source_path": obj.source_path}, count, size, skip={7})
+    run = runs.create_run(obj, trigger="command")
+    assert FtsRunDriver(run.pk).drive() == RunState.SUCCEEDED
+    run.refresh_from_db()
+    assert (run.files_done, run.files_failed, run.files_skipped) == (count - 1, 1, 0)
+
+    transfers = list(Transfer.objects.filter(run=run).order_by("index"))
+    reported = {f["file_id"]: f for f in fts.files.values()}
+    assert len(reported) == count and {t.fts_file_id for t in transfers} == set(reported)
+    state = {"FINISHED": "succeeded", "FAILED": "failed"}
+    for t in transfers:
+        f = reported[t.fts_file_id]
+        assert f["file_metadata"]["transfer"] == t.pk and f["file_metadata"]["run"] == run.pk
+        assert (f["source_surl"], f["dest_surl"], f["job_id"]) == (t.source, t.destination, t.fts_job_id)
+        assert t.state == state[f["file_state"]], (t.index, f)
+        assert t.started_at == parse_time(f["start_time"]) and t.finished_at == parse_time(f["finish_time"])
+        assert t.duration == f["tx_duration"]
+        assert t.transfer_host == f["transfer_host"] != ""
+        assert t.error_message == f["reason"]
+        if t.state == "succeeded":
+            assert t.bytes_transferred == f["filesize"] == size
+            assert t.throughput_bps == pytest.approx(f["throughput"] * MB)
+        else:
+            assert t.bytes_transferred == 0 and t.throughput_bps is None
+    failed = [t for t in transfers if t.state == "failed"]
+    assert [t.index for t in failed] == [7]
+    assert failed[0].error_message == "SOURCE [2] Failed to stat file (No such file or directory)"
+    assert (failed[0].error_category, failed[0].error_code) == ("not_found", 2)
+
+    # The bytes really arrived (read from the doors' disks, not through gfal2 or FTS).
+    for t in transfers:
+        if t.state == "succeeded":
+            dst_file = door2.local_path(url_path(t.destination))
+            assert dst_file.stat().st_size == size
+            assert adler32(dst_file) == adler32(door1.local_path(url_path(t.source)))
+
+    # Bulk jobs of files_per_job files; each step's concurrency pinned on the link, then restored.
+    assert fts.submissions >= count // 20
+    assert [s.concurrency for s in RunStep.objects.filter(run=run)] == [3, 6]
+    posts = [(p["min_active"], p["max_active"]) for p in fts.link_posts if p["symbolicname"] == "site-link"]
+    assert posts == [(3, 3), (6, 6), (2, 50)]
+    assert (fts.links["site-link"]["min_active"], fts.links["site-link"]["max_active"]) == (2, 50)
+    assert fts.peaks.get((*LINK, 3), 0) <= 3 and fts.peaks.get((*LINK, 6), 0) <= 6
+    assert fts.peaks.get((*LINK, 6), 0) > 3  # the second step really ran wider
+    limit = FtsLinkLimit.objects.get(run=run)
+    assert limit.previous["max_active"] == 50 and limit.restored_at is not None
+    changes = list(Event.objects.filter(run=run, kind="fts_config", who="").order_by("time"))
+    assert [e.summary for e in changes][-1].startswith("FTS link root://127.0.0.1 → root://127.0.0.1 restored")
+    assert len(changes) == 3
+    # FTS's own record of the window: the audit entries as events, the optimizer's decisions kept.
+    assert Event.objects.filter(run=run, kind="fts_config", who="token-user").count() == 3
+    decisions = run.summary["fts"]["optimizer"][f"{LINK[0]} {LINK[1]}"]
+    assert [d["active"] for d in decisions] == [3, 6]
+
+
+def run_in_thread(run_id: int) -> tuple[threading.Thread, dict]:
+    result: dict = {}
+
+    def target() -> None:
+        try:
+            result["state"] = FtsRunDriver(run_id).drive()
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=target)
+    thread.start()
+    return thread, result
+
+
+def test_cancel_deletes_the_jobs_and_restores_the_link(xrootd_pair, fts):
+    door1, door2 = xrootd_pair
+    size, count = 2_000_000, 40
+    src = endpoint("fts-c-src", door1.root_url_for("/data/fts2/"))
+    dst = endpoint("fts-c-dst", door2.root_url_for("/data/fts2/"))
+    obj = campaign(
+        "fts-cancel", [src], [dst], engine="fts", fts_instance=instance(fts, files_per_job=5), file_count=count,
+        file_size=size, checksum_mode="both", concurrency_steps=[1],
+    )  # fmt: skip
+    write_sources(door1, "/data/fts2/", {"source_path": obj.source_path}, count, size)
+    run = runs.create_run(obj, trigger="command")
+    thread, result = run_in_thread(run.pk)
+    deadline = time.monotonic() + 60
+    while Transfer.objects.filter(run=run, state="succeeded").count() < 3:
+        assert time.monotonic() < deadline, ("3 files not done in 60 s", result, list(fts.files.values())[:3])
+        time.sleep(0.1)
+    pinned = fts.links[f"storageops-run{run.pk}-0"]
+    assert (pinned["min_active"], pinned["max_active"]) == (1, 1)
+    assert runs.request_cancel(run)
+    thread.join(60)
+    assert not thread.is_alive() and result["state"] == RunState.CANCELLED
+    run.refresh_from_db()
+    assert run.state == RunState.CANCELLED
+    # Every job the run had in FTS was deleted there, and its files' states were recorded.
+    run_jobs = set(Transfer.objects.filter(run=run).exclude(fts_job_id="").values_list("fts_job_id", flat=True))
+    assert run_jobs and all(fts.jobs[j]["job_state"] in ("CANCELED", "FINISHED") for j in run_jobs)
+    assert any(fts.jobs[j]["job_state"] == "CANCELED" for j in run_jobs)
+    in_fts_cancelled = Transfer.objects.filter(run=run, state="cancelled").exclude(fts_job_id="")
+    assert in_fts_cancelled.exists()
+    for t in in_fts_cancelled:
+        f = fts.files[t.fts_file_id]
+        assert f["file_state"] == "CANCELED" and t.error_message == f["reason"] == "Job canceled by the user"
+        assert t.error_category == "cancelled"
+    assert run.files_done + run.files_failed + run.files_skipped == count
+    assert not Transfer.objects.filter(run=run, state__in=["queued", "active"]).exists()
+    # The link config StorageOps made for the run is gone again: the FTS is as it was.
+    assert f"storageops-run{run.pk}-0" not in fts.links
+    assert FtsLinkLimit.objects.get(run=run).restored_at is not None
+    assert Event.objects.filter(run=run, kind="fts_config", summary__contains="config removed").exists()
+
+
+def test_a_refused_submission_fails_the_run_with_fts_message(xrootd_pair, tmp_path):
+    door1, door2 = xrootd_pair
+    double = FtsDouble(delegated=False).start()  # X.509 without a delegated proxy: 419
+    try:
+        proxy = tmp_path / "x509up"
+        proxy.write_text("not used over plain HTTP")
+        src = endpoint("fts-r-src", door1.root_url_for("/data/fts3/"))
+        dst = endpoint("fts-r-dst", door2.root_url_for("/data/fts3/"))
+        obj = campaign("fts-refused", [src], [dst], engine="fts", file_count=5,
+                       fts_instance=instance(double, bearer_token="", x509_cert=str(proxy)))  # fmt: skip
+        run = runs.create_run(obj, trigger="command")
+        assert FtsRunDriver(run.pk).drive() == RunState.FAILED
+    finally:
+        double.stop()
+    run.refresh_from_db()
+    assert "419" in run.stop_reason and "No delegation found" in run.stop_reason
+    assert run.files_skipped == 5 and double.submissions == 0
