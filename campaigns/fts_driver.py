@@ -153,7 +153,7 @@ class _FtsLoop:
 
     def run(self) -> None:
         if self.manage_links:
-            fts_links.apply_step(self.client, self.run_obj, self.links, self.step.concurrency)
+            self.pin_links()
         while True:
             now = time.time()
             self.control(now)
@@ -168,7 +168,7 @@ class _FtsLoop:
                 self.stop = "all planned transfers finished"
             if self.stop and not self.jobs:
                 return
-            if self.stop == "cancelled" and self.cancel_at and now - self.cancel_at >= max(self.grace, 1) + 30:
+            if self.cancel_sent and self.cancel_at and now - self.cancel_at >= max(self.grace, 1) + 30:
                 # FTS did not confirm the cancel in time: the rows left are closed as cancelled.
                 log.warning("run %s: FTS jobs still open after cancel: %s", self.run_obj.pk, list(self.jobs))
                 return
@@ -183,10 +183,9 @@ class _FtsLoop:
         state = driver._retrying(runs.current_state, run.pk)
         if state == RunState.CANCELLING and self.stop != "cancelled":
             self.stop, self.stop_state, self.cancel_at = "cancelled", RunState.CANCELLED, now
-        if self.stop == "cancelled" and not self.cancel_sent and self.jobs:
+        if self.stop == "cancelled":
             # Cancel on FTS: DELETE the run's jobs; their files come back CANCELED and are recorded.
-            self.client.cancel(list(self.jobs))
-            self.cancel_sent = True
+            self.send_cancel()
         if now - self.last_progress >= settings.STORAGEOPS_PROGRESS_SECONDS:
             self.last_progress = now
             cutoff = now - 10.0
@@ -215,9 +214,34 @@ class _FtsLoop:
                 self.step = self.driver._retrying(self.driver._next_step, self.step, self.steps)
                 self.step_claimed = 0
                 if self.manage_links:
-                    fts_links.apply_step(self.client, self.run_obj, self.links, self.step.concurrency)
+                    self.pin_links()
             else:
                 self.stop = "concurrency sweep completed"
+
+    def pin_links(self) -> None:
+        try:
+            fts_links.apply_step(self.client, self.run_obj, self.links, self.step.concurrency)
+        except FtsError as exc:
+            # Without the config role (403) the steps cannot be honoured: stop rather than
+            # measure a concurrency nobody set. What was already changed is restored at the end.
+            self.fail(f"FTS refused the link limit: {exc}")
+
+    def fail(self, reason: str) -> None:
+        """Stop the run as failed and take its jobs off FTS (their files are recorded)."""
+        self.stop, self.stop_state = reason[:200], RunState.FAILED
+        self.send_cancel()
+
+    def send_cancel(self) -> None:
+        if self.cancel_sent or not self.jobs:
+            return
+        try:
+            self.client.cancel(list(self.jobs))
+        except FtsError as exc:
+            log.warning("run %s: cancelling FTS jobs failed, will retry: %s", self.run_obj.pk, exc)
+            return
+        self.cancel_sent = True
+        if self.cancel_at is None:
+            self.cancel_at = time.time()
 
     def fill(self) -> None:
         if self.queue_empty:
@@ -244,7 +268,7 @@ class _FtsLoop:
                 self.driver._retrying(
                     transfer_store.release, self.run_obj.pk, [j.id for j in jobs], self.driver.executor
                 )
-                self.stop, self.stop_state = f"FTS refused the submission: {exc}"[:200], RunState.FAILED
+                self.fail(f"FTS refused the submission: {exc}")
                 return
             self.driver._retrying(
                 fts_store.mark_submitted, self.run_obj.pk, [j.id for j in jobs], job_id, self.driver.executor
@@ -267,10 +291,12 @@ class _FtsLoop:
             job_id = status.get("job_id")
             if job_id not in self.jobs:
                 continue
-            if "files" not in status:  # 404 for that job: it is gone on FTS (purged)
-                log.warning("run %s: FTS does not know job %s: %s", self.run_obj.pk, job_id, status)
+            if str(status.get("http_status", "")).startswith("404"):
+                # Gone on FTS (purged, or another FTS behind the alias): its rows are closed at the end.
+                log.warning("run %s: FTS does not know job %s any more", self.run_obj.pk, job_id)
+                del self.jobs[job_id]
                 continue
-            final = [file_outcome(f) for f in status["files"] if f.get("file_state") in FINAL_FILE_STATES]
+            final = [file_outcome(f) for f in status.get("files", []) if f.get("file_state") in FINAL_FILE_STATES]
             if final:
                 delta = self.driver._retrying(
                     fts_store.record_files, self.run_obj.pk, final, job_id, self.driver.executor

@@ -4,6 +4,7 @@ from rest_framework import serializers
 
 from campaigns.models import Backend, Campaign, Endpoint, FtsInstance, Run, Transfer
 from storageops.api.base import BaseModelSerializer
+from storageops.validators import validate_http_url
 
 
 class BackendSerializer(BaseModelSerializer):
@@ -98,7 +99,11 @@ class FtsInstanceSerializer(BaseModelSerializer):
             "last_updated",
         ]
 
-    rest_url = serializers.CharField(source="url", help_text="The FTS3 REST server, e.g. https://fts3.example.org:8446")
+    rest_url = serializers.CharField(
+        source="url",
+        validators=[validate_http_url],
+        help_text="The FTS3 REST server, e.g. https://fts3.example.org:8446",
+    )
 
 
 class CampaignSerializer(BaseModelSerializer):

@@ -22,11 +22,12 @@ from campaigns import runs
 from campaigns.choices import RunState
 from campaigns.engines.fts import parse_time
 from campaigns.fts_driver import FtsRunDriver
-from campaigns.models import FtsInstance, FtsLinkLimit, RunStep, Transfer
+from campaigns.models import FtsInstance, FtsLinkLimit, Run, RunStep, Transfer
 from campaigns.planning import source_path
 from collectors.models import Event
 from tests.support.factories import campaign, endpoint
 from tests.support.fts_double import MB, FtsDouble
+from tests.support.workers import celery_worker
 
 pytestmark = pytest.mark.django_db(transaction=True)
 TOKEN = "fts-test-token"
@@ -203,3 +204,29 @@ def test_a_refused_submission_fails_the_run_with_fts_message(xrootd_pair, tmp_pa
     run.refresh_from_db()
     assert "419" in run.stop_reason and "No delegation found" in run.stop_reason
     assert run.files_skipped == 5 and double.submissions == 0
+
+
+@pytest.mark.slow
+def test_a_worker_on_the_control_queue_alone_drives_an_fts_run(xrootd_pair, fts, log_dir, settings):
+    """Started like any run (runs.start_run): the FTS driver is a control-queue task."""
+    door1, door2 = xrootd_pair
+    src = endpoint("fts-w-src", door1.root_url_for("/data/fts4/"))
+    dst = endpoint("fts-w-dst", door2.root_url_for("/data/fts4/"))
+    obj = campaign("fts-worker", [src], [dst], engine="fts", file_count=12, file_size=50_000, concurrency_steps=[4],
+                   fts_instance=instance(fts, manage_link_limits=False, files_per_job=4))  # fmt: skip
+    write_sources(door1, "/data/fts4/", {"source_path": obj.source_path}, 12, 50_000)
+    worker = celery_worker(log_dir, queues=settings.STORAGEOPS_CONTROL_QUEUE)
+    try:
+        worker.wait_for_log("ready.", timeout=60)
+        run = runs.start_run(obj, trigger="command")
+        deadline = time.monotonic() + 90
+        while not Run.objects.get(pk=run.pk).finished_at:
+            assert time.monotonic() < deadline, worker.log_text()[-3000:]
+            time.sleep(0.5)
+    finally:
+        worker.stop()
+    run.refresh_from_db()
+    assert (run.state, run.files_done) == (RunState.SUCCEEDED, 12)
+    # Without link management StorageOps itself kept at most 4 files in FTS at once.
+    assert fts.peaks[(*LINK, 130)] <= 4
+    assert not fts.link_posts
