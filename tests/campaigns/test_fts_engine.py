@@ -103,6 +103,7 @@ def test_run_of_60_files_matches_what_fts_reported(xrootd_pair, fts):
             assert t.bytes_transferred == 0 and t.throughput_bps is None
     failed = [t for t in transfers if t.state == "failed"]
     assert [t.index for t in failed] == [7]
+    assert fts.jobs[failed[0].fts_job_id]["job_state"] == "FINISHEDDIRTY"  # one file of its job failed
     assert failed[0].error_message == "SOURCE [2] Failed to stat file (No such file or directory)"
     assert (failed[0].error_category, failed[0].error_code) == ("not_found", 2)
 
@@ -146,14 +147,14 @@ def run_in_thread(run_id: int) -> tuple[threading.Thread, dict]:
     return thread, result
 
 
-def test_cancel_deletes_the_jobs_and_restores_the_link(xrootd_pair, fts):
+def test_cancel_deletes_the_jobs_and_restores_the_link_set_per_step(xrootd_pair, fts):
     door1, door2 = xrootd_pair
     size, count = 2_000_000, 40
     src = endpoint("fts-c-src", door1.root_url_for("/data/fts2/"))
     dst = endpoint("fts-c-dst", door2.root_url_for("/data/fts2/"))
     obj = campaign(
         "fts-cancel", [src], [dst], engine="fts", fts_instance=instance(fts, files_per_job=5), file_count=count,
-        file_size=size, checksum_mode="both", concurrency_steps=[1],
+        file_size=size, checksum_mode="both", concurrency_steps=[1, 2], step_files=4,
     )  # fmt: skip
     write_sources(door1, "/data/fts2/", {"source_path": obj.source_path}, count, size)
     run = runs.create_run(obj, trigger="command")
@@ -162,8 +163,6 @@ def test_cancel_deletes_the_jobs_and_restores_the_link(xrootd_pair, fts):
     while Transfer.objects.filter(run=run, state="succeeded").count() < 3:
         assert time.monotonic() < deadline, ("3 files not done in 60 s", result, list(fts.files.values())[:3])
         time.sleep(0.1)
-    pinned = fts.links[f"storageops-run{run.pk}-0"]
-    assert (pinned["min_active"], pinned["max_active"]) == (1, 1)
     assert runs.request_cancel(run)
     thread.join(60)
     assert not thread.is_alive() and result["state"] == RunState.CANCELLED
@@ -181,8 +180,10 @@ def test_cancel_deletes_the_jobs_and_restores_the_link(xrootd_pair, fts):
         assert t.error_category == "cancelled"
     assert run.files_done + run.files_failed + run.files_skipped == count
     assert not Transfer.objects.filter(run=run, state__in=["queued", "active"]).exists()
-    # The link config StorageOps made for the run is gone again: the FTS is as it was.
-    assert f"storageops-run{run.pk}-0" not in fts.links
+    # Pinned per step (1, then 2), then the link config StorageOps made is gone: FTS is as it was.
+    name = f"storageops-run{run.pk}-0"
+    assert [(p["min_active"], p["max_active"]) for p in fts.link_posts if p["symbolicname"] == name] == [(1, 1), (2, 2)]
+    assert name not in fts.links and set(fts.links) == {"*"}
     assert FtsLinkLimit.objects.get(run=run).restored_at is not None
     assert Event.objects.filter(run=run, kind="fts_config", summary__contains="config removed").exists()
 
@@ -230,3 +231,54 @@ def test_a_worker_on_the_control_queue_alone_drives_an_fts_run(xrootd_pair, fts,
     # Without link management StorageOps itself kept at most 4 files in FTS at once.
     assert fts.peaks[(*LINK, 130)] <= 4
     assert not fts.link_posts
+
+
+def test_without_the_config_role_the_run_fails_before_submitting(xrootd_pair):
+    door1, door2 = xrootd_pair
+    double = FtsDouble(token=TOKEN, config_role=False).start()
+    try:
+        src = endpoint("fts-n-src", door1.root_url_for("/data/fts5/"))
+        dst = endpoint("fts-n-dst", door2.root_url_for("/data/fts5/"))
+        obj = campaign("fts-norole", [src], [dst], engine="fts", file_count=5, fts_instance=instance(double))
+        run = runs.create_run(obj, trigger="command")
+        assert FtsRunDriver(run.pk).drive() == RunState.FAILED
+    finally:
+        double.stop()
+    run.refresh_from_db()
+    assert run.stop_reason.startswith("FTS refused the link limit: FTS 403: Not enough permissions")
+    assert double.submissions == 0 and run.files_skipped == 5 and not FtsLinkLimit.objects.filter(run=run).exists()
+
+
+def test_a_resumed_driver_takes_over_the_jobs_already_in_fts(xrootd_pair, fts):
+    """A driver died after submitting: the next one polls those jobs instead of resubmitting."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from campaigns import fts_store, transfer_store
+    from campaigns.engines.fts import FtsClient, FtsSettings, JobOptions, job_body
+    from campaigns.planning import plan
+
+    door1, door2 = xrootd_pair
+    src = endpoint("fts-r2-src", door1.root_url_for("/data/fts6/"))
+    dst = endpoint("fts-r2-dst", door2.root_url_for("/data/fts6/"))
+    obj = campaign("fts-resume", [src], [dst], engine="fts", file_count=8, file_size=10_000,
+                   fts_instance=instance(fts, manage_link_limits=False))  # fmt: skip
+    write_sources(door1, "/data/fts6/", {"source_path": obj.source_path}, 8, 10_000)
+    run = runs.create_run(obj, trigger="command")
+    # What the dead driver had done: plan written, 5 transfers claimed and submitted as one job.
+    transfer_store.insert_plan(run.pk, plan(run.snapshot, run.pk))
+    stale = timezone.now() - timedelta(hours=1)
+    Run.objects.filter(pk=run.pk).update(state="running", started_at=stale, executor="dead", heartbeat_at=stale)
+    RunStep.objects.create(run=run, index=0, concurrency=2, started_at=stale)
+    jobs = transfer_store.claim(run.pk, 5, 0, "dead")
+    client = FtsClient(FtsSettings(url=fts.url, bearer_token=TOKEN))
+    job_id = client.submit(job_body(jobs, JobOptions.from_parameters(run.snapshot["parameters"]), {"run": run.pk}))
+    fts_store.mark_submitted(run.pk, [j.id for j in jobs], job_id, "dead")
+
+    assert FtsRunDriver(run.pk).drive() == RunState.SUCCEEDED
+    run.refresh_from_db()
+    assert (run.files_done, run.files_failed, run.files_skipped) == (8, 0, 0)
+    assert fts.submissions == 1 + 2  # the adopted job, then the 3 unsubmitted files in jobs of ≤ 2
+    assert Transfer.objects.filter(run=run, fts_job_id=job_id).count() == 5
+    assert all(f["file_state"] == "FINISHED" for f in fts.files.values()) and len(fts.files) == 8
