@@ -57,3 +57,15 @@ def test_admin_form_keeps_the_token_write_only(admin_user):
     client.post(f"/admin/campaigns/ftsinstance/{obj.pk}/change/", {**form, "clear_bearer_token": "on"})
     obj.refresh_from_db()
     assert obj.bearer_token == ""
+
+
+def test_changes_to_an_fts_instance_are_recorded_without_the_secret(admin_user):
+    from storageops.models import ChangeRecord
+
+    admin = api(admin_user, "admin")
+    created = admin.post("/api/v1/fts-instances/", {"name": "rec", "rest_url": "https://fts.example.org:8446",
+                                                    "bearer_token": SECRET}, format="json")  # fmt: skip
+    assert created.status_code == 201
+    records = ChangeRecord.objects.filter(object_type="campaigns.ftsinstance", object_id=created.json()["id"])
+    assert records.count() == 1 and records.first().via == "api"
+    assert SECRET not in str([(r.before, r.after, r.changes) for r in records])
