@@ -64,7 +64,7 @@ def write_sources(door, prefix: str, params: dict, count: int, size: int, skip: 
             door.write_local(f"{prefix}{source_path(params, size, number)}", data)
 
 
-def test_run_of_60_files_matches_what_fts_reported(xrootd_pair, fts):
+def test_run_of_60_files_matches_what_fts_reported(xrootd_pair, fts, client, viewer):
     door1, door2 = xrootd_pair
     size, count = 200_000, 60
     src = endpoint("fts-src", door1.root_url_for("/data/fts1/"))
@@ -131,6 +131,10 @@ def test_run_of_60_files_matches_what_fts_reported(xrootd_pair, fts):
     assert Event.objects.filter(run=run, kind="fts_config", who="token-user").count() == 3
     decisions = run.summary["fts"]["optimizer"][f"{LINK[0]} {LINK[1]}"]
     assert [d["active"] for d in decisions] == [3, 6]
+    # The run page says what was changed on FTS and that it was put back.
+    client.force_login(viewer)
+    page = client.get(run.get_absolute_url()).content.decode()
+    assert "Link limits set by this run" in page and "site-link" in page and "NOT restored" not in page
 
 
 def run_in_thread(run_id: int) -> tuple[threading.Thread, dict]:
