@@ -224,7 +224,7 @@ class _FtsLoop:
         except FtsError as exc:
             # Without the config role (403) the steps cannot be honoured: stop rather than
             # measure a concurrency nobody set. What was already changed is restored at the end.
-            self.fail(f"FTS refused the link limit: {exc}")
+            self.fail(f"Could not pin the link limit on FTS: {exc}")
 
     def fail(self, reason: str) -> None:
         """Stop the run as failed and take its jobs off FTS (their files are recorded)."""
@@ -268,7 +268,7 @@ class _FtsLoop:
                 self.driver._retrying(
                     transfer_store.release, self.run_obj.pk, [j.id for j in jobs], self.driver.executor
                 )
-                self.fail(f"FTS refused the submission: {exc}")
+                self.fail(f"Could not submit to FTS: {exc}")
                 return
             self.driver._retrying(
                 fts_store.mark_submitted, self.run_obj.pk, [j.id for j in jobs], job_id, self.driver.executor

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -233,14 +234,17 @@ class FtsClient:
         if settings.x509_cert:
             # A proxy holds certificate and key in one file.
             session.cert = (settings.x509_cert, settings.x509_key or settings.x509_cert)
-        session.verify = (settings.ca_path or True) if settings.verify_tls else False
+        # Passed with every request: a session-wide `verify` would lose to REQUESTS_CA_BUNDLE.
+        self.verify: bool | str = (settings.ca_path or True) if settings.verify_tls else False
         self.session = session
 
     def _call(self, method: str, path: str, *, ok: Iterable[int] = (200, 201, 202, 204, 207), **kwargs):
         try:
-            response = self.session.request(method, self.base + path, timeout=self.timeout, **kwargs)
+            response = self.session.request(
+                method, self.base + path, timeout=self.timeout, verify=self.verify, **kwargs
+            )
         except requests.RequestException as exc:
-            raise FtsError(0, str(exc)) from None
+            raise FtsError(0, _describe(exc)) from None
         if response.status_code not in set(ok):
             raise FtsError(response.status_code, _error_message(response))
         if response.status_code == 204 or not response.content:
@@ -297,6 +301,16 @@ class FtsClient:
             if exc.status in (404, 405, 501):
                 return None
             raise
+
+
+def _describe(exc: requests.RequestException) -> str:
+    """A connection error in a line: requests' own text buries the cause in a retry report."""
+    text = str(exc)
+    tls = re.search(r"\[SSL: [A-Z_]+\][^'\")]*", text)
+    if tls:
+        return f"TLS: {tls.group(0).strip()}"
+    refused = re.search(r"(Connection refused|Name or service not known|timed out)", text)
+    return refused.group(1) if refused else text[:200]
 
 
 def _error_message(response: requests.Response) -> str:

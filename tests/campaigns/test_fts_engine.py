@@ -249,7 +249,7 @@ def test_without_the_config_role_the_run_fails_before_submitting(xrootd_pair):
     finally:
         double.stop()
     run.refresh_from_db()
-    assert run.stop_reason.startswith("FTS refused the link limit: FTS 403: Not enough permissions")
+    assert run.stop_reason.startswith("Could not pin the link limit on FTS: FTS 403: Not enough permissions")
     assert double.submissions == 0 and run.files_skipped == 5 and not FtsLinkLimit.objects.filter(run=run).exists()
 
 
@@ -286,3 +286,38 @@ def test_a_resumed_driver_takes_over_the_jobs_already_in_fts(xrootd_pair, fts):
     assert fts.submissions == 1 + 2  # the adopted job, then the 3 unsubmitted files in jobs of ≤ 2
     assert Transfer.objects.filter(run=run, fts_job_id=job_id).count() == 5
     assert all(f["file_state"] == "FINISHED" for f in fts.files.values()) and len(fts.files) == 8
+
+
+def test_over_https_the_server_is_verified_and_x509_identifies_the_user(xrootd_pair, test_ca):
+    """Verification is on by default: an FTS whose CA the worker does not know is refused."""
+    door1, door2 = xrootd_pair
+    cert, key = str(test_ca.host_cert), str(test_ca.host_key)  # the test CA's cert is also a client cert
+    double = FtsDouble(tls=(cert, key), client_ca=str(test_ca.ca_cert)).start()
+    try:
+        src = endpoint("fts-t-src", door1.root_url_for("/data/fts7/"))
+        dst = endpoint("fts-t-dst", door2.root_url_for("/data/fts7/"))
+        untrusted = instance(double, "untrusted", bearer_token="", x509_cert=cert, x509_key=key, ca_path="")
+        obj = campaign("fts-untrusted", [src], [dst], engine="fts", file_count=4, file_size=10_000,
+                       fts_instance=untrusted)  # fmt: skip
+        write_sources(door1, "/data/fts7/", {"source_path": obj.source_path}, 4, 10_000)
+        run = runs.create_run(obj, trigger="command")
+        assert FtsRunDriver(run.pk).drive() == RunState.FAILED
+        run.refresh_from_db()
+        assert run.stop_reason.startswith(
+            "Could not pin the link limit on FTS: FTS unreachable: TLS: [SSL: CERTIFICATE_VERIFY_FAILED]"
+        )
+        assert double.submissions == 0
+
+        trusted = instance(double, "trusted", bearer_token="", x509_cert=cert, x509_key=key,
+                           ca_path=str(test_ca.ca_cert))  # fmt: skip
+        obj = campaign("fts-trusted", [src], [dst], engine="fts", file_count=4, file_size=10_000,
+                       fts_instance=trusted)  # fmt: skip
+        run = runs.create_run(obj, trigger="command")
+        state = FtsRunDriver(run.pk).drive()
+        assert state == RunState.SUCCEEDED, Run.objects.values_list("stop_reason", flat=True).get(pk=run.pk)
+    finally:
+        double.stop()
+    run.refresh_from_db()
+    assert run.files_done == 4 and run.snapshot["fts"]["auth"] == "x509"
+    # FTS saw the client certificate's subject, in its /K=V notation.
+    assert {job["user_dn"] for job in double.jobs.values()} == {"/O=storageops/CN=localhost"}

@@ -20,6 +20,7 @@ import json
 import os
 import re
 import socket
+import ssl
 import threading
 import time
 import uuid
@@ -58,6 +59,8 @@ class _HttpError(Exception):
         self.status, self.message, self.body = status, message, body
 
 
+_RDN = {"commonName": "CN", "organizationName": "O", "organizationalUnitName": "OU", "domainComponent": "DC",
+        "countryName": "C", "localityName": "L", "stateOrProvinceName": "ST"}  # fmt: skip
 _REASONS = {400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found", 419: "Authentication Timeout"}
 
 
@@ -73,7 +76,12 @@ class FtsDouble:
         audit: bool = False,
         scheduler_interval: float = 0.1,
         default_max_active: int = 130,
+        tls: tuple[str, str] | None = None,
+        client_ca: str = "",
     ) -> None:
+        """tls: (host certificate, key) to serve HTTPS as FTS does; client_ca: the CA whose client
+        certificates identify X.509 users (their subject becomes the DN)."""
+        self.tls, self.client_ca = tls, client_ca
         self.token = token
         self.config_role = config_role
         self.delegated = delegated
@@ -125,6 +133,13 @@ class FtsDouble:
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
+        if self.tls:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(*self.tls)
+            if self.client_ca:
+                context.load_verify_locations(cafile=self.client_ca)
+                context.verify_mode = ssl.CERT_OPTIONAL
+            self._server.socket = context.wrap_socket(self._server.socket, server_side=True)
         for target in (self._server.serve_forever, self._schedule):
             thread = threading.Thread(target=target, daemon=True, name="fts-double")
             thread.start()
@@ -143,7 +158,7 @@ class FtsDouble:
     @property
     def url(self) -> str:
         assert self._server is not None
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
+        return f"{'https' if self.tls else 'http'}://127.0.0.1:{self._server.server_address[1]}"
 
     # -- HTTP -------------------------------------------------------------------------------------
     def _handle(self, handler: BaseHTTPRequestHandler, method: str) -> None:
@@ -153,7 +168,7 @@ class FtsDouble:
         raw = handler.rfile.read(length) if length else b""
         status, body, content_type = 200, None, "application/json"
         try:
-            identity = self._authenticate(handler.headers.get("Authorization", ""))
+            identity = self._authenticate(handler.headers.get("Authorization", ""), handler.connection)
             status, body = self._route(method, parts.path, query, raw, identity, handler.headers.get("Accept", ""))
             if isinstance(body, str):
                 content_type = "text/html"
@@ -171,14 +186,19 @@ class FtsDouble:
         handler.end_headers()
         handler.wfile.write(payload)
 
-    def _authenticate(self, header: str) -> dict:
+    def _authenticate(self, header: str, connection) -> dict:
         if header.startswith("Bearer "):
             if self.token and header[7:] != self.token:
                 raise _HttpError(403, "Not enough permissions")
             return {"dn": "token-user", "x509": False}
-        if self.token:
-            raise _HttpError(401, "Authentication required")
-        # No token: an X.509 identity (the double is plain HTTP; it takes the client's word).
+        peer = connection.getpeercert() if isinstance(connection, ssl.SSLSocket) else None
+        if peer:
+            # The client certificate's subject, in FTS's /K=V/K=V notation.
+            dn = "".join(f"/{_RDN.get(k, k)}={v}" for rdn in peer["subject"] for k, v in rdn)
+            return {"dn": dn, "x509": True}
+        if self.tls or self.token:
+            raise _HttpError(403, "Not enough permissions")
+        # Plain HTTP and no token: an X.509 identity on the client's word (no certificate to read).
         return {"dn": "/DC=test/CN=storageops", "x509": True}
 
     def _require_config(self) -> None:
