@@ -136,8 +136,12 @@ class _FtsLoop:
         self.step = driver._current_step(run, self.steps)
         self.step_claimed = run.transfers.filter(step=self.step.index).count()
         self.jobs: dict[str, int] = {}  # job id -> its transfers not yet recorded
+        self.job_step: dict[str, int] = {}  # job id -> the step it was submitted in
+        self.unstarted: dict[str, int] = {}  # job id -> its files FTS had not started at the last poll
         for job_id in fts_store.submitted_jobs(run.pk):
-            self.jobs[job_id] = run.transfers.filter(fts_job_id=job_id, state="active").count()
+            rows = run.transfers.filter(fts_job_id=job_id, state="active")
+            self.jobs[job_id] = self.unstarted[job_id] = rows.count()
+            self.job_step[job_id] = rows.values_list("step", flat=True).first() or 0
         self.done, self.failed, self.moved = run.files_done, run.files_failed, run.bytes_done
         self.queue_empty = False
         self.stop: str | None = None
@@ -209,7 +213,7 @@ class _FtsLoop:
             self.stop = f"duration budget reached ({self.max_duration} s)"
         elif self.max_bytes and self.moved >= self.max_bytes:
             self.stop = f"byte budget reached ({self.moved} of {self.max_bytes} bytes moved)"
-        elif timed_out or (self.step_files and self.step_claimed >= self.step_files):
+        elif timed_out or (self.step_files and self.step_claimed >= self.step_files and not self.step_waiting()):
             if self.step.index + 1 < len(self.steps):
                 self.step = self.driver._retrying(self.driver._next_step, self.step, self.steps)
                 self.step_claimed = 0
@@ -217,6 +221,12 @@ class _FtsLoop:
                     self.pin_links()
             else:
                 self.stop = "concurrency sweep completed"
+
+    def step_waiting(self) -> bool:
+        """Files of the current step FTS has not started yet. A file-bounded step ends only once
+        FTS started all its files: re-pinning the link earlier would run them at the next
+        step's concurrency (FTS holds a queue of them, unlike gfal2's few prefetched copies)."""
+        return any(self.unstarted.get(j, 0) for j, step in self.job_step.items() if step == self.step.index)
 
     def pin_links(self) -> None:
         try:
@@ -273,7 +283,8 @@ class _FtsLoop:
             self.driver._retrying(
                 fts_store.mark_submitted, self.run_obj.pk, [j.id for j in jobs], job_id, self.driver.executor
             )
-            self.jobs[job_id] = len(jobs)
+            self.jobs[job_id] = self.unstarted[job_id] = len(jobs)
+            self.job_step[job_id] = self.step.index
             self.step_claimed += len(jobs)
             room -= len(jobs)
 
@@ -294,8 +305,9 @@ class _FtsLoop:
             if str(status.get("http_status", "")).startswith("404"):
                 # Gone on FTS (purged, or another FTS behind the alias): its rows are closed at the end.
                 log.warning("run %s: FTS does not know job %s any more", self.run_obj.pk, job_id)
-                del self.jobs[job_id]
+                self.forget(job_id)
                 continue
+            self.unstarted[job_id] = sum(1 for f in status.get("files", []) if f.get("file_state") == "SUBMITTED")
             final = [file_outcome(f) for f in status.get("files", []) if f.get("file_state") in FINAL_FILE_STATES]
             if final:
                 delta = self.driver._retrying(
@@ -309,4 +321,8 @@ class _FtsLoop:
                 self.jobs[job_id] -= delta["written"]
             if status.get("job_state") in FINAL_JOB_STATES:
                 # Every file of a final job is final; a row it did not report is closed at the end.
-                del self.jobs[job_id]
+                self.forget(job_id)
+
+    def forget(self, job_id: str) -> None:
+        for table in (self.jobs, self.job_step, self.unstarted):
+            table.pop(job_id, None)

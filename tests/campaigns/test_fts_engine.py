@@ -122,6 +122,8 @@ def test_run_of_60_files_matches_what_fts_reported(xrootd_pair, fts, client, vie
     assert (fts.links["site-link"]["min_active"], fts.links["site-link"]["max_active"]) == (2, 50)
     assert fts.peaks.get((*LINK, 3), 0) <= 3 and fts.peaks.get((*LINK, 6), 0) <= 6
     assert fts.peaks.get((*LINK, 6), 0) > 3  # the second step really ran wider
+    # Each file ran under its own step's limit: a step ends once FTS started all of its files.
+    assert {(t.step, fts.started_under[t.fts_file_id]) for t in transfers if t.state == "succeeded"} == {(0, 3), (1, 6)}
     limit = FtsLinkLimit.objects.get(run=run)
     assert limit.previous["max_active"] == 50 and limit.restored_at is not None
     changes = list(Event.objects.filter(run=run, kind="fts_config", who="").order_by("time"))

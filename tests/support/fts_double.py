@@ -102,6 +102,7 @@ class FtsDouble:
         self.running: dict[tuple[str, str], int] = {}
         # The most copies seen at once on a link under each max_active it had: what proves a limit held.
         self.peaks: dict[tuple[str, str, int], int] = {}
+        self.started_under: dict[int, int] = {}  # file id -> its link's max_active when it started
         self.submissions = 0
         self._contexts: dict[int, object] = {}
         self._ids = itertools.count(1)
@@ -453,6 +454,7 @@ class FtsDouble:
                     self.running[link] = self.running.get(link, 0) + 1
                     key = (*link, limit)
                     self.peaks[key] = max(self.peaks.get(key, 0), self.running[link])
+                    self.started_under[f["file_id"]] = limit
                     f.update(file_state="ACTIVE", start_time=_iso(_now()), transfer_host=self.hostname, pid=os.getpid())
                     if job["job_state"] == "SUBMITTED":
                         job["job_state"] = "ACTIVE"
