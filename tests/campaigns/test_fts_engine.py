@@ -219,9 +219,10 @@ def test_a_worker_on_the_control_queue_alone_drives_an_fts_run(xrootd_pair, fts,
     door1, door2 = xrootd_pair
     src = endpoint("fts-w-src", door1.root_url_for("/data/fts4/"))
     dst = endpoint("fts-w-dst", door2.root_url_for("/data/fts4/"))
+    # Sources generated and uploaded by StorageOps: their known adler32 goes to FTS with each file.
     obj = campaign("fts-worker", [src], [dst], engine="fts", file_count=12, file_size=50_000, concurrency_steps=[4],
+                   create_sources=True, source_file_count=3, checksum_mode="target",
                    fts_instance=instance(fts, manage_link_limits=False, files_per_job=4))  # fmt: skip
-    write_sources(door1, "/data/fts4/", {"source_path": obj.source_path}, 12, 50_000)
     worker = celery_worker(log_dir, queues=settings.STORAGEOPS_CONTROL_QUEUE)
     try:
         worker.wait_for_log("ready.", timeout=60)
@@ -237,6 +238,11 @@ def test_a_worker_on_the_control_queue_alone_drives_an_fts_run(xrootd_pair, fts,
     # Without link management StorageOps itself kept at most 4 files in FTS at once.
     assert fts.peaks[(*LINK, 130)] <= 4
     assert not fts.link_posts
+    for t in Transfer.objects.filter(run=run):
+        expected = f"{adler32(door1.local_path(url_path(t.source))):08x}"
+        assert fts.files[t.fts_file_id]["checksum"] == f"adler32:{expected}" == f"adler32:{t.destination_checksum}"
+        assert adler32(door2.local_path(url_path(t.destination))) == int(expected, 16)
+    assert {job["verify_checksum"] for job in fts.jobs.values()} == {"t"}
 
 
 def test_without_the_config_role_the_run_fails_before_submitting(xrootd_pair):
