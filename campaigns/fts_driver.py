@@ -11,6 +11,7 @@ otherwise. The task runs on the "control" queue: it only talks to FTS and the da
 from __future__ import annotations
 
 import logging
+import math
 import time
 
 from django.conf import settings
@@ -197,7 +198,7 @@ class _FtsLoop:
             rate = sum(b for _, b in self.recent) / 10.0
             remaining = max(run.planned_bytes - self.moved, 0)
             fields = {
-                "active_transfers": self.in_flight,
+                "active_transfers": max(self.in_flight - sum(self.unstarted.values()), 0),
                 "throughput_bps": rate,
                 "eta_seconds": remaining / rate if rate > 0 else None,
                 "current_step": self.step.index,
@@ -261,6 +262,10 @@ class _FtsLoop:
         room = self.step.concurrency + (self.files_per_job if self.manage_links else 0) - self.in_flight
         if self.step_files:
             room = min(room, self.step_files - self.step_claimed)
+        if self.max_bytes:
+            # Submit no more than the budget can still take (files in FTS counted at the mean size).
+            mean = max(self.run_obj.planned_bytes / max(self.run_obj.planned_files, 1), 1.0)
+            room = min(room, math.ceil((self.max_bytes - self.moved) / mean) - self.in_flight)
         while room > 0 and self.stop is None:
             want = min(room, self.files_per_job)
             jobs = self.driver._retrying(

@@ -160,15 +160,16 @@ def test_cancel_deletes_the_jobs_and_restores_the_link_set_per_step(xrootd_pair,
     dst = endpoint("fts-c-dst", door2.root_url_for("/data/fts2/"))
     obj = campaign(
         "fts-cancel", [src], [dst], engine="fts", fts_instance=instance(fts, files_per_job=5), file_count=count,
-        file_size=size, checksum_mode="both", concurrency_steps=[1, 2], step_files=4,
+        file_size=size, checksum_mode="both", concurrency_steps=[1, 2], step_files=8,
     )  # fmt: skip
     write_sources(door1, "/data/fts2/", {"source_path": obj.source_path}, count, size)
     run = runs.create_run(obj, trigger="command")
     thread, result = run_in_thread(run.pk)
     deadline = time.monotonic() + 60
-    while Transfer.objects.filter(run=run, state="succeeded").count() < 3:
-        assert time.monotonic() < deadline, ("3 files not done in 60 s", result, list(fts.files.values())[:3])
-        time.sleep(0.1)
+    # Cancel early in the second step, with its files in FTS.
+    while not RunStep.objects.filter(run=run, index=1).exists():
+        assert time.monotonic() < deadline, ("step 2 not reached in 60 s", result, list(fts.files.values())[:3])
+        time.sleep(0.05)
     assert runs.request_cancel(run)
     thread.join(60)
     assert not thread.is_alive() and result["state"] == RunState.CANCELLED
@@ -329,3 +330,17 @@ def test_over_https_the_server_is_verified_and_x509_identifies_the_user(xrootd_p
     assert run.files_done == 4 and run.snapshot["fts"]["auth"] == "x509"
     # FTS saw the client certificate's subject, in its /K=V notation.
     assert {job["user_dn"] for job in double.jobs.values()} == {"/O=storageops/CN=localhost"}
+
+
+def test_a_byte_budget_stops_submitting_at_most_one_file_over(xrootd_pair, fts):
+    door1, door2 = xrootd_pair
+    src = endpoint("fts-b-src", door1.root_url_for("/data/fts8/"))
+    dst = endpoint("fts-b-dst", door2.root_url_for("/data/fts8/"))
+    obj = campaign("fts-budget", [src], [dst], engine="fts", file_count=10, file_size=10_000, max_bytes=35_000,
+                   concurrency_steps=[2], fts_instance=instance(fts, manage_link_limits=False))  # fmt: skip
+    write_sources(door1, "/data/fts8/", {"source_path": obj.source_path}, 10, 10_000)
+    run = runs.create_run(obj, trigger="command")
+    assert FtsRunDriver(run.pk).drive() == RunState.SUCCEEDED
+    run.refresh_from_db()
+    assert run.stop_reason.startswith("byte budget reached")
+    assert (run.files_done, run.files_skipped, len(fts.files)) == (4, 6, 4)
