@@ -1,7 +1,18 @@
+from django import forms
 from django.contrib import admin
 
 from campaigns import scheduling
-from campaigns.models import Backend, Campaign, CampaignSchedule, Endpoint, Run, RunStep, Transfer
+from campaigns.models import (
+    Backend,
+    Campaign,
+    CampaignSchedule,
+    Endpoint,
+    FtsInstance,
+    FtsLinkLimit,
+    Run,
+    RunStep,
+    Transfer,
+)
 
 
 @admin.register(Backend)
@@ -68,3 +79,48 @@ class CampaignScheduleAdmin(admin.ModelAdmin):
     def delete_queryset(self, request, queryset) -> None:
         for obj in queryset:
             scheduling.delete_schedule(obj)
+
+
+class FtsInstanceForm(forms.ModelForm):
+    # Write-only: the token is never rendered back; leaving the field empty keeps it.
+    bearer_token = forms.CharField(
+        required=False,
+        widget=forms.PasswordInput(render_value=False),
+        help_text="OIDC access token (write-only: leave empty to keep the stored one).",
+    )
+    clear_bearer_token = forms.BooleanField(required=False, help_text="Remove the stored token.")
+
+    class Meta:
+        model = FtsInstance
+        fields = [
+            "name",
+            "url",
+            "x509_cert",
+            "x509_key",
+            "bearer_token",
+            "ca_path",
+            "verify_tls",
+            "files_per_job",
+            "manage_link_limits",
+            "poll_seconds",
+            "notes",
+        ]
+
+    def clean_bearer_token(self) -> str:
+        value = self.cleaned_data.get("bearer_token") or ""
+        if not value and self.instance.pk and not self.data.get("clear_bearer_token"):
+            return FtsInstance.objects.get(pk=self.instance.pk).bearer_token
+        return value
+
+
+@admin.register(FtsInstance)
+class FtsInstanceAdmin(admin.ModelAdmin):
+    form = FtsInstanceForm
+    list_display = ["name", "url", "auth_kind", "verify_tls", "files_per_job", "manage_link_limits"]
+    search_fields = ["name", "url"]
+
+
+@admin.register(FtsLinkLimit)
+class FtsLinkLimitAdmin(admin.ModelAdmin):
+    list_display = ["run", "symbolicname", "source_se", "dest_se", "changed_at", "restored_at", "restore_error"]
+    readonly_fields = [f.name for f in FtsLinkLimit._meta.fields]

@@ -13,7 +13,7 @@ from campaigns.models import Run, Transfer
 TRANSFER_COLUMNS = (
     "index", "step", "state", "attempt", "source", "destination", "size", "started_at", "finished_at", "duration",
     "bytes_transferred", "throughput_bps", "error_category", "error_code", "error_message", "copy_mode",
-    "source_checksum", "destination_checksum",
+    "source_checksum", "destination_checksum", "transfer_host", "fts_job_id", "fts_file_id",
 )  # fmt: skip
 _CHUNK = 5000
 

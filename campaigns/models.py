@@ -234,6 +234,21 @@ class Campaign(BaseModel):
         default=choices.Cleanup.KEEP,
         help_text="Delete the files a run wrote (below its run-<id>/ folder) when it ends, or keep them.",
     )
+    # The FTS engine's own knobs (ignored by gfal2 runs).
+    fts_instance = models.ForeignKey(
+        "campaigns.FtsInstance",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="campaigns",
+        help_text="The FTS3 server that runs this campaign's transfers (engine FTS3).",
+    )
+    fts_priority = models.PositiveSmallIntegerField(
+        "FTS priority", default=3, validators=[MinValueValidator(1), MaxValueValidator(5)]
+    )
+    fts_strict_copy = models.BooleanField(
+        "FTS strict copy", default=False, help_text="Copy only: no checksum, size or parent-directory checks."
+    )
 
     class Meta:
         ordering = ["name"]
@@ -257,6 +272,8 @@ class Campaign(BaseModel):
             )
         if self.engine == choices.Engine.FTS and self.tpc_mode == choices.TpcMode.STREAMED:
             errors["tpc_mode"] = "FTS does third-party copies; streamed mode needs the gfal2 engine."
+        if self.engine == choices.Engine.FTS and not self.fts_instance_id:
+            errors["fts_instance"] = "Choose the FTS instance that runs this campaign's transfers."
         if errors:
             raise ValidationError(errors)
 
@@ -381,6 +398,12 @@ class Transfer(models.Model):
     copy_mode = models.CharField(max_length=20, blank=True, help_text="The mode the engine reports it used.")
     source_checksum = models.CharField(max_length=128, blank=True)
     destination_checksum = models.CharField(max_length=128, blank=True)
+    # Filled by the FTS engine; database defaults so the plan's COPY need not name them.
+    fts_job_id = models.CharField("FTS job id", max_length=64, blank=True, default="", db_default="")
+    fts_file_id = models.BigIntegerField("FTS file id", null=True, blank=True)
+    transfer_host = models.CharField(
+        max_length=255, blank=True, default="", db_default="", help_text="The FTS node that ran the copy."
+    )
 
     class Meta:
         ordering = ["run", "index"]
@@ -524,3 +547,6 @@ class CampaignSchedule(BaseModel):
             errors["window_end"] = "The window's end must differ from its start."
         if errors:
             raise ValidationError(errors)
+
+
+from campaigns.models_fts import FtsInstance, FtsLinkLimit  # noqa: E402,F401  (models of this app)

@@ -46,6 +46,9 @@ PARAMETER_FIELDS = (
     "max_bytes_per_week",
     "allow_overlap",
     "cleanup",
+    "fts_instance_id",
+    "fts_priority",
+    "fts_strict_copy",
 )
 _SECRET_FIELDS = ("bearer_token",)
 
@@ -64,12 +67,29 @@ def campaign_snapshot(campaign: Campaign) -> dict:
     sources = list(campaign.sources.select_related("backend").prefetch_related("hosts").order_by("pk"))
     destinations = list(campaign.destinations.select_related("backend").prefetch_related("hosts").order_by("pk"))
     backends = {ep.backend_id: ep.backend for ep in [*sources, *destinations]}
-    return {
+    snapshot = {
         "campaign_id": campaign.pk,
         "parameters": {name: getattr(campaign, name) for name in PARAMETER_FIELDS},
         "sources": [endpoint_snapshot(ep) for ep in sources],
         "destinations": [endpoint_snapshot(ep) for ep in destinations],
         "backends": [model_to_dict(b) for b in backends.values()],
+    }
+    if campaign.engine == "fts" and campaign.fts_instance_id:
+        snapshot["fts"] = fts_snapshot(campaign.fts_instance)
+    return snapshot
+
+
+def fts_snapshot(instance) -> dict:
+    """The FTS instance as the run used it: how it was reached, never its secrets."""
+    return {
+        "id": instance.pk,
+        "name": instance.name,
+        "url": instance.url,
+        "auth": instance.auth_kind,
+        "verify_tls": instance.verify_tls,
+        "files_per_job": instance.files_per_job,
+        "manage_link_limits": instance.manage_link_limits,
+        "poll_seconds": instance.poll_seconds,
     }
 
 

@@ -41,8 +41,8 @@ def check_runnable(campaign: Campaign) -> None:
             errors.append("The campaign has no source endpoint.")
         if not campaign.destinations.exists():
             errors.append("The campaign has no destination endpoint.")
-    if campaign.engine != "gfal2":
-        errors.append(f"The {campaign.get_engine_display()} engine is not available yet.")
+    if campaign.engine == "fts" and not campaign.fts_instance_id:
+        errors.append("An FTS campaign needs an FTS instance.")
     if errors:
         raise ValidationError(errors)
 
@@ -80,9 +80,12 @@ def start_run(campaign: Campaign, *, user=None, trigger: str = "web") -> Run:
 
 
 def dispatch(run_id: int, countdown: float = 0) -> None:
-    from campaigns.tasks import drive_run
+    from campaigns.tasks import drive_fts_run, drive_run
 
-    drive_run.apply_async((run_id,), countdown=countdown)
+    # FTS runs only talk to FTS and the database: they belong on the control queue.
+    engine = Run.objects.filter(pk=run_id).values_list("snapshot__parameters__engine", flat=True).first()
+    task = drive_fts_run if engine == "fts" else drive_run
+    task.apply_async((run_id,), countdown=countdown)
 
 
 def request_cancel(run: Run, *, user=None) -> bool:

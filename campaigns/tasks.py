@@ -19,6 +19,14 @@ def drive_run(run_id: int) -> str:
     return RunDriver(run_id).drive()
 
 
+@shared_task(name="campaigns.drive_fts_run", ignore_result=True, acks_late=False)
+def drive_fts_run(run_id: int) -> str:
+    # On the control queue (the default): it waits on FTS, it copies nothing itself.
+    from campaigns.fts_driver import FtsRunDriver
+
+    return FtsRunDriver(run_id).drive()
+
+
 @shared_task(name="campaigns.recover_runs", soft_time_limit=60, time_limit=90)
 def recover_runs() -> list[int]:
     return runs.recover_stale_runs()

@@ -18,9 +18,9 @@ class StorageOpsConfig(AppConfig):
     verbose_name = "StorageOps"
 
     def ready(self) -> None:
-        from campaigns.models import Backend, Campaign, Endpoint
+        from campaigns.models import Backend, Campaign, Endpoint, FtsInstance
         from collectors.models import Host
         from storageops import changelog
 
         post_migrate.connect(_after_migrate, sender=self, dispatch_uid="storageops-after-migrate")
-        changelog.register(Backend, Endpoint, Host, Campaign)
+        changelog.register(Backend, Endpoint, Host, Campaign, FtsInstance)

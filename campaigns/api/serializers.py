@@ -2,8 +2,18 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from campaigns.models import SCHEDULE_SETTINGS, Backend, Campaign, CampaignSchedule, Endpoint, Run, Transfer
+from campaigns.models import (
+    SCHEDULE_SETTINGS,
+    Backend,
+    Campaign,
+    CampaignSchedule,
+    Endpoint,
+    FtsInstance,
+    Run,
+    Transfer,
+)
 from storageops.api.base import BaseModelSerializer
+from storageops.validators import validate_http_url
 
 
 class BackendSerializer(BaseModelSerializer):
@@ -61,6 +71,48 @@ class EndpointSerializer(BaseModelSerializer):
 
     url_prefix = serializers.CharField(source="url", help_text="The storage URL prefix, e.g. root://door1:1094//data/.")
     protocol = serializers.CharField(read_only=True)
+
+
+class FtsInstanceSerializer(BaseModelSerializer):
+    # Secrets go in, never out.
+    bearer_token = serializers.CharField(
+        write_only=True, required=False, allow_blank=True, style={"input_type": "password"}
+    )
+    has_token = serializers.SerializerMethodField()
+    auth_kind = serializers.CharField(read_only=True)
+
+    def get_has_token(self, obj) -> bool:
+        return bool(obj.bearer_token)
+
+    class Meta:
+        model = FtsInstance
+        route = "fts-instances"
+        fields = [
+            "id",
+            "url",
+            "display",
+            "name",
+            "rest_url",
+            "x509_cert",
+            "x509_key",
+            "bearer_token",
+            "has_token",
+            "auth_kind",
+            "ca_path",
+            "verify_tls",
+            "files_per_job",
+            "manage_link_limits",
+            "poll_seconds",
+            "notes",
+            "created",
+            "last_updated",
+        ]
+
+    rest_url = serializers.CharField(
+        source="url",
+        validators=[validate_http_url],
+        help_text="The FTS3 REST server, e.g. https://fts3.example.org:8446",
+    )
 
 
 class CampaignSerializer(BaseModelSerializer):
@@ -146,6 +198,9 @@ class TransferSerializer(serializers.ModelSerializer):
             "copy_mode",
             "source_checksum",
             "destination_checksum",
+            "fts_job_id",
+            "fts_file_id",
+            "transfer_host",
         ]
         read_only_fields = fields
 

@@ -19,10 +19,11 @@ from campaigns.api.serializers import (
     CampaignScheduleSerializer,
     CampaignSerializer,
     EndpointSerializer,
+    FtsInstanceSerializer,
     RunSerializer,
     TransferSerializer,
 )
-from campaigns.models import Backend, Campaign, CampaignSchedule, Endpoint, Run, Transfer
+from campaigns.models import Backend, Campaign, CampaignSchedule, Endpoint, FtsInstance, Run, Transfer
 from storageops.api.auth import RolePermission
 from storageops.api.base import BaseViewSet
 
@@ -37,6 +38,12 @@ class EndpointViewSet(BaseViewSet):
     queryset = Endpoint.objects.select_related("backend").prefetch_related("hosts")
     serializer_class = EndpointSerializer
     filterset_fields = ["name", "backend", "backend__name"]
+
+
+class FtsInstanceViewSet(BaseViewSet):
+    queryset = FtsInstance.objects.all()
+    serializer_class = FtsInstanceSerializer
+    filterset_fields = ["name"]
 
 
 class CloneSerializer(serializers.Serializer):

@@ -29,7 +29,10 @@ _RULES: tuple[tuple[re.Pattern[str], str], ...] = (
         ErrorCategory.CHECKSUM_MISMATCH,
     ),
     (
-        re.compile(r"connection refused|ECONNREFUSED|could not connect|couldn't connect|Failed to connect", re.I),
+        re.compile(
+            r"connection refused|ECONNREFUSED|could not connect|couldn't connect|Failed to connect|curl error \(7\)",
+            re.I,
+        ),
         ErrorCategory.CONNECTION_REFUSED,
     ),
     (re.compile(r"no space|ENOSPC|quota exceeded|disk full|out of space", re.I), ErrorCategory.NO_SPACE),
@@ -44,7 +47,11 @@ _RULES: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"file exists|EEXIST|already exists|overwrite is not enabled", re.I), ErrorCategory.FILE_EXISTS),
     (re.compile(r"no such file|ENOENT|not found|\b404\b|does not exist", re.I), ErrorCategory.NOT_FOUND),
     (
-        re.compile(r"timed? ?out|timeout|ETIMEDOUT|Probably stalled|max time in queue", re.I),
+        re.compile(
+            r"timed? ?out|timeout|ETIMEDOUT|Probably stalled|max time in queue|stayed in the queue for too long|"
+            r"curl error \(28\)",
+            re.I,
+        ),
         ErrorCategory.TRANSFER_TIMEOUT,
     ),
     (re.compile(r"cancel", re.I), ErrorCategory.CANCELLED),
@@ -83,3 +90,25 @@ def categorize(code: int | None, message: str) -> str:
     if code in _ERRNO:
         return _ERRNO[code]
     return ErrorCategory.OTHER
+
+
+# FTS3 reports a failed file as "SOURCE|DESTINATION|TRANSFER [errno] text" (the scope says
+# which stage failed, the errno is gfal2's), or as free text from its own scheduler
+# ("Probably stalled", a job that stayed in the queue for too long, a cancel).
+_FTS_REASON = re.compile(r"^\s*(?P<scope>SOURCE|DESTINATION|TRANSFER|TRANSFER_PREPARATION)\s*\[(?P<code>-?\d+)\]\s*")
+
+
+def parse_fts_reason(reason: str) -> tuple[str, int | None]:
+    """The scope and errno of an FTS file reason ("", None when it has no such prefix)."""
+    match = _FTS_REASON.match(reason or "")
+    if not match:
+        return "", None
+    return match.group("scope"), int(match.group("code"))
+
+
+def categorize_fts(reason: str) -> tuple[str, int | None]:
+    """Category and errno for an FTS file reason; the raw reason is kept by the caller."""
+    _, code = parse_fts_reason(reason)
+    if re.search(r"canceled by the user|Transfer canceled", reason or "", re.I):
+        return ErrorCategory.CANCELLED, code
+    return categorize(code, reason or ""), code

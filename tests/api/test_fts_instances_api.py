@@ -1,0 +1,71 @@
+"""FTS instances through the API and the admin: validated, role-guarded, secrets write-only."""
+
+from __future__ import annotations
+
+import pytest
+from django.test import Client
+from rest_framework.test import APIClient
+
+from campaigns.models import FtsInstance
+from storageops.api import tokens
+
+pytestmark = pytest.mark.django_db
+SECRET = "eyJFTSSECRETTOKEN"
+
+
+def api(user, role: str) -> APIClient:
+    client = APIClient()
+    _, secret = tokens.create_token(user, f"{role} fts", role)
+    client.credentials(HTTP_AUTHORIZATION=f"Token {secret}")
+    return client
+
+
+def test_fts_instance_api_validates_guards_and_never_returns_the_token(admin_user, viewer):
+    admin = api(admin_user, "admin")
+    bad = admin.post("/api/v1/fts-instances/", {"name": "cern", "rest_url": "ftp://fts3.cern.ch",
+                                                "ca_path": "certs", "files_per_job": 0}, format="json")  # fmt: skip
+    assert bad.status_code == 400
+    assert set(bad.json()["error"]["fields"]) == {"rest_url", "ca_path", "files_per_job"}
+    assert api(viewer, "viewer").post("/api/v1/fts-instances/", {"name": "x"}, format="json").status_code == 403
+    body = {"name": "cern", "rest_url": "https://fts3-pilot.cern.ch:8446", "bearer_token": SECRET,
+            "ca_path": "/etc/grid-security/certificates", "manage_link_limits": True}  # fmt: skip
+    created = admin.post("/api/v1/fts-instances/", body, format="json")
+    assert created.status_code == 201, created.content
+    data = created.json()
+    assert data["has_token"] is True and data["auth_kind"] == "token" and data["verify_tls"] is True
+    pk = data["id"]
+    # An update that does not mention the token keeps it.
+    assert admin.patch(f"/api/v1/fts-instances/{pk}/", {"files_per_job": 200}, format="json").status_code == 200
+    assert FtsInstance.objects.get(pk=pk).bearer_token == SECRET
+    for path in ("/api/v1/fts-instances/", f"/api/v1/fts-instances/{pk}/", "/api/schema/"):
+        response = api(viewer, "viewer").get(path)
+        assert response.status_code == 200 and SECRET not in response.content.decode(), path
+
+
+def test_admin_form_keeps_the_token_write_only(admin_user):
+    obj = FtsInstance.objects.create(name="site-fts", url="https://fts.example.org:8446", bearer_token=SECRET)
+    client = Client()
+    client.force_login(admin_user)
+    page = client.get(f"/admin/campaigns/ftsinstance/{obj.pk}/change/")
+    assert page.status_code == 200 and SECRET not in page.content.decode()
+    form = {"name": "site-fts", "url": "https://fts.example.org:8446", "bearer_token": "", "verify_tls": "on",
+            "files_per_job": 50, "poll_seconds": 2.0}  # fmt: skip
+    saved = client.post(f"/admin/campaigns/ftsinstance/{obj.pk}/change/", form)
+    assert saved.status_code == 302, saved.content.decode()[:2000]
+    obj.refresh_from_db()
+    assert obj.bearer_token == SECRET and obj.files_per_job == 50
+    client.post(f"/admin/campaigns/ftsinstance/{obj.pk}/change/", {**form, "clear_bearer_token": "on"})
+    obj.refresh_from_db()
+    assert obj.bearer_token == ""
+
+
+def test_changes_to_an_fts_instance_are_recorded_without_the_secret(admin_user):
+    from storageops.models import ChangeRecord
+
+    admin = api(admin_user, "admin")
+    created = admin.post("/api/v1/fts-instances/", {"name": "rec", "rest_url": "https://fts.example.org:8446",
+                                                    "bearer_token": SECRET}, format="json")  # fmt: skip
+    assert created.status_code == 201
+    records = ChangeRecord.objects.filter(object_type="campaigns.ftsinstance", object_id=created.json()["id"])
+    assert records.count() == 1 and records.first().via == "api"
+    assert SECRET not in str([(r.before, r.after, r.changes) for r in records])

@@ -1,0 +1,557 @@
+"""A test double of an FTS3 REST server (3.14 / fts-rest-flask), for the FTS engine's tests.
+
+FTS cannot run here, so this double answers the REST calls StorageOps makes the way a real
+FTS3 3.14.4 was seen to answer them (shared/notes/fts-rest-observed.md) and as fts-rest-flask's
+controllers are written: submission with its validation errors, job and file states
+SUBMITTED → ACTIVE → FINISHED / FAILED / CANCELED (FINISHEDDIRTY for a partly failed job),
+batch status with ?files=, cancel, link configuration, the config audit (404 by default, as in
+fts-rest-flask; the older shape when asked) and the optimizer evolution.
+
+It really copies: each file is copied with gfal2's Python bindings between real storage
+servers (the tests' XRootD doors), with the job's checksum, overwrite, timeout and stream
+parameters, and a link's max_active (or the "*" default, 130) is how many copies it runs at
+once on that link. Everything it reported is kept in `files` for the tests to compare with.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import re
+import socket
+import ssl
+import threading
+import time
+import uuid
+from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, unquote, urlsplit
+
+import gfal2
+
+FAILED_JOB_REASON = "One or more files failed. Please have a look at the details for more information"
+CANCEL_REASON = "Job canceled by the user"
+QUEUE_EXPIRED = "Job has been canceled because it stayed in the queue for too long"
+MB = 1024 * 1024  # the double reports throughput in MB/s (2^20 bytes)
+_VERIFY = {"none": "n", "source": "s", "target": "t", "both": "b", "n": "n", "s": "s", "t": "t", "b": "b",
+           True: "b", False: "n"}  # fmt: skip
+_CONTEXT_LOCK = threading.Lock()
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _iso(value: datetime | None) -> str | None:
+    # FTS prints UTC times without a zone, to the second.
+    return value.replace(tzinfo=None).isoformat(timespec="seconds") if value else None
+
+
+def storage_element(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.hostname}"
+
+
+class _HttpError(Exception):
+    def __init__(self, status: int, message: str, body: dict | None = None) -> None:
+        super().__init__(message)
+        self.status, self.message, self.body = status, message, body
+
+
+_RDN = {"commonName": "CN", "organizationName": "O", "organizationalUnitName": "OU", "domainComponent": "DC",
+        "countryName": "C", "localityName": "L", "stateOrProvinceName": "ST"}  # fmt: skip
+_REASONS = {400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found", 419: "Authentication Timeout"}
+
+
+class FtsDouble:
+    """The double: start() it, point an FtsInstance at `url`, stop() it."""
+
+    def __init__(
+        self,
+        *,
+        token: str = "",
+        config_role: bool = True,
+        delegated: bool = True,
+        audit: bool = False,
+        scheduler_interval: float = 0.1,
+        default_max_active: int = 130,
+        tls: tuple[str, str] | None = None,
+        client_ca: str = "",
+    ) -> None:
+        """tls: (host certificate, key) to serve HTTPS as FTS does; client_ca: the CA whose client
+        certificates identify X.509 users (their subject becomes the DN)."""
+        self.tls, self.client_ca = tls, client_ca
+        self.token = token
+        self.config_role = config_role
+        self.delegated = delegated
+        self.audit_enabled = audit
+        self.scheduler_interval = scheduler_interval
+        self.hostname = socket.getfqdn()
+        self.lock = threading.RLock()
+        self.jobs: dict[str, dict] = {}
+        self.files: dict[int, dict] = {}
+        self.job_files: dict[str, list[int]] = {}
+        self.links: dict[str, dict] = {
+            "*": {"source": "*", "destination": "*", "symbolicname": "*", "min_active": 2,
+                  "max_active": default_max_active, "nostreams": 0, "optimizer_mode": 2},
+        }  # fmt: skip
+        self.link_posts: list[dict] = []  # every accepted POST /config/links, in order
+        self.audit_log: list[dict] = []
+        self.evolution: list[dict] = []
+        self.running: dict[tuple[str, str], int] = {}
+        # The most copies seen at once on a link under each max_active it had: what proves a limit held.
+        self.peaks: dict[tuple[str, str, int], int] = {}
+        self.started_under: dict[int, int] = {}  # file id -> its link's max_active when it started
+        self.submissions = 0
+        self._contexts: dict[int, object] = {}
+        self._ids = itertools.count(1)
+        self._stop = threading.Event()
+        self._server: ThreadingHTTPServer | None = None
+        self._threads: list[threading.Thread] = []
+
+    # -- lifecycle ------------------------------------------------------------------------------
+    def start(self) -> FtsDouble:
+        double = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args) -> None:  # quiet
+                pass
+
+            def _serve(self, method: str) -> None:
+                double._handle(self, method)
+
+            def do_GET(self) -> None:
+                self._serve("GET")
+
+            def do_POST(self) -> None:
+                self._serve("POST")
+
+            def do_DELETE(self) -> None:
+                self._serve("DELETE")
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        if self.tls:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(*self.tls)
+            if self.client_ca:
+                context.load_verify_locations(cafile=self.client_ca)
+                context.verify_mode = ssl.CERT_OPTIONAL
+            self._server.socket = context.wrap_socket(self._server.socket, server_side=True)
+        for target in (self._server.serve_forever, self._schedule):
+            thread = threading.Thread(target=target, daemon=True, name="fts-double")
+            thread.start()
+            self._threads.append(thread)
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        with self.lock:
+            for ctx in self._contexts.values():
+                ctx.cancel()
+        if self._server:
+            self._server.shutdown()
+            self._server.server_close()
+
+    @property
+    def url(self) -> str:
+        assert self._server is not None
+        return f"{'https' if self.tls else 'http'}://127.0.0.1:{self._server.server_address[1]}"
+
+    # -- HTTP -------------------------------------------------------------------------------------
+    def _handle(self, handler: BaseHTTPRequestHandler, method: str) -> None:
+        parts = urlsplit(handler.path)
+        query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
+        length = int(handler.headers.get("Content-Length") or 0)
+        raw = handler.rfile.read(length) if length else b""
+        status, body, content_type = 200, None, "application/json"
+        try:
+            identity = self._authenticate(handler.headers.get("Authorization", ""), handler.connection)
+            status, body = self._route(method, parts.path, query, raw, identity, handler.headers.get("Accept", ""))
+            if isinstance(body, str):
+                content_type = "text/html"
+        except _HttpError as exc:
+            status = exc.status
+            body = exc.body or {
+                "status": f"{exc.status} {_REASONS.get(exc.status, '')}".strip(),
+                "message": exc.message,
+            }
+        payload = body.encode() if isinstance(body, str) else (json.dumps(body).encode() if body is not None else b"")
+        handler.send_response(status)
+        if payload:
+            handler.send_header("Content-Type", content_type)
+        handler.send_header("Content-Length", str(len(payload)))
+        handler.end_headers()
+        handler.wfile.write(payload)
+
+    def _authenticate(self, header: str, connection) -> dict:
+        if header.startswith("Bearer "):
+            if self.token and header[7:] != self.token:
+                raise _HttpError(403, "Not enough permissions")
+            return {"dn": "token-user", "x509": False}
+        peer = connection.getpeercert() if isinstance(connection, ssl.SSLSocket) else None
+        if peer:
+            # The client certificate's subject, in FTS's /K=V/K=V notation.
+            dn = "".join(f"/{_RDN.get(k, k)}={v}" for rdn in peer["subject"] for k, v in rdn)
+            return {"dn": dn, "x509": True}
+        if self.tls or self.token:
+            raise _HttpError(403, "Not enough permissions")
+        # Plain HTTP and no token: an X.509 identity on the client's word (no certificate to read).
+        return {"dn": "/DC=test/CN=storageops", "x509": True}
+
+    def _require_config(self) -> None:
+        if not self.config_role:
+            raise _HttpError(403, "Not enough permissions")
+
+    def _route(self, method: str, path: str, query: dict, raw: bytes, identity: dict, accept: str):
+        segments = [unquote(s) for s in path.strip("/").split("/") if s]
+        if segments == ["jobs"] and method == "POST":
+            return 200, self._submit(raw, identity)
+        if len(segments) == 2 and segments[0] == "jobs" and method == "GET":
+            return self._status(segments[1], query.get("files"))
+        if len(segments) == 3 and segments[0] == "jobs" and segments[2] == "files" and method == "GET":
+            job = self._job(segments[1])
+            with self.lock:
+                return 200, [dict(self.files[f]) for f in self.job_files[job["job_id"]]]
+        if len(segments) == 2 and segments[0] == "jobs" and method == "DELETE":
+            return self._cancel(segments[1])
+        if segments[:2] == ["config", "links"]:
+            self._require_config()
+            return self._links(method, segments[2] if len(segments) > 2 else None, raw, identity, accept)
+        if segments == ["config", "audit"] and method == "GET":
+            if not self.audit_enabled:
+                raise _HttpError(404, "The resource could not be found.")
+            self._require_config()
+            with self.lock:
+                return 200, list(self.audit_log)
+        if segments == ["optimizer", "evolution"] and method == "GET":
+            with self.lock:
+                rows = [
+                    e for e in self.evolution
+                    if (not query.get("source_se") or e["source_se"] == query["source_se"])
+                    and (not query.get("dest_se") or e["dest_se"] == query["dest_se"])
+                ]  # fmt: skip
+            return 200, sorted(rows, key=lambda e: e["datetime"], reverse=True)[:50]
+        raise _HttpError(404, "The resource could not be found.")
+
+    # -- submission -------------------------------------------------------------------------------
+    def _submit(self, raw: bytes, identity: dict) -> dict:
+        try:
+            body = json.loads(raw or b"")
+            assert isinstance(body, dict)
+        except (ValueError, AssertionError):
+            raise _HttpError(400, "Badly formatted JSON request") from None
+        if identity["x509"] and not self.delegated:
+            raise _HttpError(419, "No delegation found")
+        params = body.get("params") or {}
+        files = body.get("files") or []
+        pairs = []
+        for entry in files:
+            for url in [*(entry.get("sources") or []), *(entry.get("destinations") or [])]:
+                if not urlsplit(url).scheme:
+                    raise _HttpError(400, f"Invalid value within the request: Missing scheme ({url})")
+            if entry.get("sources") and entry.get("destinations"):
+                pairs.append(entry)
+        if not pairs:
+            raise _HttpError(400, "No valid pairs available")
+        verify = params.get("verify_checksum", "n")
+        if verify not in _VERIFY:
+            raise _HttpError(400, f"Invalid value within the request: verify_checksum ({verify})")
+        priority = params.get("priority", 3)
+        if not isinstance(priority, int) or not 1 <= priority <= 5:
+            raise _HttpError(400, f"Invalid value within the request: priority ({priority})")
+        now = _now()
+        job_id = str(uuid.uuid1())
+        job = {
+            "job_id": job_id,
+            "job_state": "SUBMITTED",
+            "reason": None,
+            "submit_time": _iso(now),
+            "job_finished": None,
+            "user_dn": identity["dn"],
+            "vo_name": identity["dn"] if not identity["x509"] else "dteam",
+            "verify_checksum": _VERIFY[verify],
+            "overwrite_flag": "Y" if params.get("overwrite") else "N",
+            "priority": priority,
+            "retry": int(params.get("retry", 0)),
+            "retry_delay": int(params.get("retry_delay", 0)),
+            "max_time_in_queue": params.get("max_time_in_queue"),
+            "job_metadata": params.get("job_metadata"),
+            "source_se": storage_element(pairs[0]["sources"][0]),
+            "dest_se": storage_element(pairs[0]["destinations"][0]),
+            "_timeout": int(params.get("timeout") or 0),
+            "_nostreams": int(params.get("nostreams") or 1),
+            "_buffer_size": int(params.get("buffer_size") or 0),
+            "_strict_copy": bool(params.get("strict_copy")),
+            "_submitted": time.monotonic(),
+        }
+        with self.lock:
+            self.jobs[job_id] = job
+            self.job_files[job_id] = []
+            for entry in pairs:
+                file_id = next(self._ids)
+                src, dst = entry["sources"][0], entry["destinations"][0]
+                self.files[file_id] = {
+                    "file_id": file_id,
+                    "job_id": job_id,
+                    "file_state": "SUBMITTED",
+                    "reason": "",
+                    "source_surl": src,
+                    "dest_surl": dst,
+                    "source_se": storage_element(src),
+                    "dest_se": storage_element(dst),
+                    "filesize": int(entry.get("filesize") or 0),
+                    "user_filesize": int(entry.get("filesize") or 0),
+                    "checksum": entry.get("checksum") or "ADLER32",
+                    "file_metadata": entry.get("metadata"),
+                    "tx_duration": None,
+                    "throughput": None,
+                    "start_time": None,
+                    "finish_time": None,
+                    "retry": 0,
+                    "pid": None,
+                    "transfer_host": None,
+                    "log_file": None,
+                }
+                self.job_files[job_id].append(file_id)
+            self.submissions += 1
+        return {"job_id": job_id}
+
+    # -- status and cancel ------------------------------------------------------------------------
+    def _job(self, job_id: str) -> dict:
+        with self.lock:
+            job = self.jobs.get(job_id)
+        if job is None:
+            message = f'No job with the id "{job_id}" has been found'
+            raise _HttpError(404, message, {"job_id": job_id, "http_status": "404 Not Found", "http_message": message})
+        return job
+
+    def _public(self, job: dict, file_fields: list[str] | None) -> dict:
+        data = {k: v for k, v in job.items() if not k.startswith("_")}
+        data["http_status"] = "200 Ok"
+        if file_fields:
+            data["files"] = [
+                {f: self.files[i][f] for f in file_fields if f in self.files[i]} for i in self.job_files[job["job_id"]]
+            ]
+        return data
+
+    def _status(self, job_list: str, files: str | None):
+        ids = [i for i in job_list.split(",") if i]
+        fields = files.split(",") if files else None
+        statuses, errors = [], 0
+        with self.lock:
+            for job_id in ids:
+                try:
+                    statuses.append(self._public(self._job(job_id), fields))
+                except _HttpError as exc:
+                    statuses.append(exc.body)
+                    errors += 1
+        if len(ids) == 1:
+            return (404 if errors else 200), statuses[0]
+        return (207 if errors else 200), statuses
+
+    def _cancel(self, job_list: str):
+        ids = [i for i in job_list.split(",") if i]
+        result, errors = [], 0
+        with self.lock:
+            for job_id in ids:
+                try:
+                    job = self._job(job_id)
+                except _HttpError as exc:
+                    result.append(exc.body)
+                    errors += 1
+                    continue
+                if job["job_state"] not in ("FINISHED", "FAILED", "FINISHEDDIRTY", "CANCELED"):
+                    now = _now()
+                    for file_id in self.job_files[job_id]:
+                        f = self.files[file_id]
+                        if f["file_state"] in ("SUBMITTED", "ACTIVE"):
+                            if file_id in self._contexts:
+                                self._contexts[file_id].cancel()
+                            f.update(file_state="CANCELED", reason=CANCEL_REASON, finish_time=_iso(now))
+                    job.update(job_state="CANCELED", reason=CANCEL_REASON, job_finished=_iso(now))
+                result.append(self._public(job, None))
+        if len(ids) == 1:
+            return (404 if errors else 200), result[0]
+        return (207 if errors else 200), result
+
+    # -- link configuration -------------------------------------------------------------------------
+    def _links(self, method: str, name: str | None, raw: bytes, identity: dict, accept: str):
+        with self.lock:
+            if method == "GET" and name is None:
+                if "application/json" not in accept:
+                    return 200, "<html><body><h1>Link configuration</h1></body></html>"
+                return 200, [dict(c) for c in self.links.values()]
+            if method == "GET":
+                if name not in self.links:
+                    raise _HttpError(404, f"Link {name} does not exist")
+                return 200, dict(self.links[name])
+            if method == "DELETE" and name:
+                self.links.pop(name, None)
+                self._audit(identity, "link-delete", f"Link {name} has been deleted")
+                return 204, None
+            if method != "POST":
+                raise _HttpError(404, "The resource could not be found.")
+            try:
+                data = json.loads(raw or b"")
+                assert isinstance(data, dict)
+            except (ValueError, AssertionError):
+                raise _HttpError(400, "Badly formatted JSON request") from None
+            if not data.get("symbolicname"):
+                raise _HttpError(400, "Missing symbolicname")
+            try:
+                min_active, max_active = int(data.get("min_active", 2)), int(data.get("max_active", 2))
+            except (TypeError, ValueError) as exc:
+                raise _HttpError(400, f"Active must be an integer ({exc})") from None
+            if min_active > max_active:
+                raise _HttpError(400, "max_active is lower than min_active")
+            config = dict(self.links.get(data["symbolicname"]) or {"nostreams": 0, "optimizer_mode": 2})
+            config.update(data)
+            config.update(min_active=min_active, max_active=max_active)
+            config.setdefault("source", "*")
+            config.setdefault("destination", "*")
+            self.links[config["symbolicname"]] = config
+            self.link_posts.append(dict(config))
+            self._audit(identity, "link", json.dumps(data))
+            return 201, dict(config)
+
+    def _audit(self, identity: dict, action: str, config: str) -> None:
+        self.audit_log.append({"datetime": _iso(_now()), "dn": identity["dn"], "config": config, "action": action})
+
+    def link_limit(self, source_se: str, dest_se: str) -> int:
+        with self.lock:
+            for config in self.links.values():
+                if config["source"] == source_se and config["destination"] == dest_se:
+                    return int(config["max_active"])
+            return int(self.links["*"]["max_active"])
+
+    # -- the scheduler ------------------------------------------------------------------------------
+    def _schedule(self) -> None:
+        decided: dict[tuple[str, str], int] = {}
+        while not self._stop.wait(self.scheduler_interval):
+            with self.lock:
+                queued = sorted(
+                    (f for f in self.files.values() if f["file_state"] == "SUBMITTED"),
+                    key=lambda f: (-self.jobs[f["job_id"]]["priority"], f["file_id"]),
+                )
+                for f in queued:
+                    job = self.jobs[f["job_id"]]
+                    link = (f["source_se"], f["dest_se"])
+                    limit = self.link_limit(*link)
+                    if decided.get(link) != limit:
+                        decided[link] = limit
+                        self._decide(link, limit)
+                    limit_queue = job["max_time_in_queue"]
+                    if limit_queue and time.monotonic() - job["_submitted"] > float(limit_queue) * 3600:
+                        f.update(file_state="FAILED", reason=QUEUE_EXPIRED, finish_time=_iso(_now()))
+                        self._update_job(job)
+                        continue
+                    if self.running.get(link, 0) >= limit:
+                        continue
+                    self.running[link] = self.running.get(link, 0) + 1
+                    key = (*link, limit)
+                    self.peaks[key] = max(self.peaks.get(key, 0), self.running[link])
+                    self.started_under[f["file_id"]] = limit
+                    f.update(file_state="ACTIVE", start_time=_iso(_now()), transfer_host=self.hostname, pid=os.getpid())
+                    if job["job_state"] == "SUBMITTED":
+                        job["job_state"] = "ACTIVE"
+                    threading.Thread(target=self._copy, args=(f["file_id"], link), daemon=True).start()
+
+    def _decide(self, link: tuple[str, str], active: int) -> None:
+        # What FTS's optimizer logs when a link's range is pinned (min_active = max_active).
+        self.evolution.append(
+            {"datetime": _iso(_now()), "source_se": link[0], "dest_se": link[1], "active": active,
+             "actual_active": self.running.get(link, 0), "throughput": 0.0, "success": 100.0, "ema": 0.0,
+             "rationale": "Range fixed", "diff": 0, "queue_size": 0}
+        )  # fmt: skip
+
+    def _copy(self, file_id: int, link: tuple[str, str]) -> None:
+        with self.lock:
+            f = self.files[file_id]
+            job = self.jobs[f["job_id"]]
+            src, dst = f["source_surl"], f["dest_surl"]
+        with _CONTEXT_LOCK:
+            ctx = gfal2.creat_context()
+        with self.lock:
+            self._contexts[file_id] = ctx
+        tick = time.monotonic()
+        state, reason, size = "FINISHED", "", 0
+        try:
+            try:
+                size = ctx.stat(src).st_size
+            except gfal2.GError as exc:
+                raise _CopyFailed("SOURCE", exc.code, f"Failed to stat file ({os.strerror(exc.code)})") from None
+            params = ctx.transfer_parameters()
+            params.overwrite = job["overwrite_flag"] == "Y"
+            params.create_parent = not job["_strict_copy"]
+            params.nbstreams = job["_nostreams"]
+            if job["_timeout"]:
+                params.timeout = job["_timeout"]
+            if job["_buffer_size"]:
+                params.tcp_buffersize = job["_buffer_size"]
+            verify = job["verify_checksum"]
+            if verify != "n" and not job["_strict_copy"]:
+                algorithm, _, value = f["checksum"].partition(":")
+                mode = {"b": gfal2.checksum_mode.both, "s": gfal2.checksum_mode.source,
+                        "t": gfal2.checksum_mode.target}[verify]  # fmt: skip
+                params.set_checksum(mode, algorithm.upper(), value)
+            try:
+                ctx.filecopy(params, src, dst)
+            except gfal2.GError as exc:
+                raise _CopyFailed(_scope(exc.message), exc.code, _clean(exc.message)) from None
+        except _CopyFailed as failure:
+            state, reason = "FAILED", f"{failure.scope} [{failure.code}] {failure.text}"
+        duration = time.monotonic() - tick
+        with self.lock:
+            self._contexts.pop(file_id, None)
+            self.running[link] -= 1
+            if f["file_state"] != "ACTIVE":  # cancelled meanwhile: the cancel already wrote the record
+                return
+            if state == "FAILED" and f["retry"] < job["retry"]:
+                f.update(file_state="SUBMITTED", retry=f["retry"] + 1, reason=reason, start_time=None)
+                return
+            f.update(
+                file_state=state,
+                reason=reason,
+                filesize=size or f["filesize"],
+                tx_duration=duration,
+                throughput=(size / duration / MB) if state == "FINISHED" and duration > 0 else 0.0,
+                finish_time=_iso(_now()),
+            )
+            self._update_job(job)
+
+    def _update_job(self, job: dict) -> None:
+        states = [self.files[i]["file_state"] for i in self.job_files[job["job_id"]]]
+        if any(s in ("SUBMITTED", "ACTIVE") for s in states):
+            return
+        if all(s == "FINISHED" for s in states):
+            job.update(job_state="FINISHED", reason="")
+        elif any(s == "FINISHED" for s in states):
+            job.update(job_state="FINISHEDDIRTY", reason=FAILED_JOB_REASON)
+        else:
+            job.update(job_state="FAILED", reason=FAILED_JOB_REASON)
+        job["job_finished"] = _iso(_now())
+
+
+class _CopyFailed(Exception):
+    def __init__(self, scope: str, code: int, text: str) -> None:
+        super().__init__(text)
+        self.scope, self.code, self.text = scope, code, text
+
+
+def _scope(message: str) -> str:
+    # gfal2 names the failing side in its messages; FTS puts that side first in the reason.
+    match = re.search(r"\b(SOURCE|DESTINATION|TRANSFER)\b", message or "")
+    if match:
+        return match.group(1)
+    return "SOURCE" if re.search(r"\bsource\b", message or "", re.I) else "TRANSFER"
+
+
+def _clean(message: str) -> str:
+    """gfal2's message without its [function][call] prefixes, as FTS shows it."""
+    text = re.sub(r"^(\s*\[[^\]]*\])+\s*", "", message or "")
+    text = re.sub(r"^(SOURCE|DESTINATION|TRANSFER)\s+(CHECKSUM\s+|OVERWRITE\s+|MAKE_PARENT\s+)?", "", text)
+    return text.strip()
