@@ -32,6 +32,7 @@ class _Counters:
     cpu: procfs.CpuTimes
     net: dict[str, tuple[int, int]]
     disk: dict[str, tuple[int, int, int, int]]
+    busy: dict[str, int]  # device -> io_ticks (ms)
     procs: dict[str, dict[tuple[int, int], float]]  # service -> {(pid, start): cpu seconds}
 
 
@@ -59,6 +60,7 @@ class Sampler:
             cpu=procfs.cpu_times(),
             net=procfs.net_counters(),
             disk=procfs.disk_counters(),
+            busy=procfs.disk_busy_ms(),
             procs={},
         )
         for name, value in zip(("load1", "load5", "load15"), procfs.load_average(), strict=True):
@@ -66,10 +68,16 @@ class Sampler:
         mem = procfs.memory()
         add("mem.used", mem["used"])
         add("mem.cached", mem["cached"])
+        add("mem.total", mem["total"])
         for state in services:
             stats = [s for s in (procfs.proc_stat(p) for p in state.pids) if s is not None]
             current.procs[state.name] = {(s.pid, s.start_ticks): s.cpu_seconds for s in stats}
             add("proc.rss_bytes", sum(s.rss_bytes for s in stats), state.name)
+            # A daemon confined by taskset or a cpuset saturates at 100 % times these cores, not
+            # at the machine's: the verdicts need it to call a door's CPU saturated.
+            allowed = [n for n in (procfs.cpus_allowed(s.pid) for s in stats) if n]
+            if allowed:
+                add("proc.cpus_allowed", max(allowed), state.name)
 
         prev = self.previous
         self.previous = current
@@ -93,6 +101,10 @@ class Sampler:
                 add("disk.write_bps", _rate(wbytes, p_wbytes, seconds), dev)
                 add("disk.read_iops", _rate(reads, p_reads, seconds), dev)
                 add("disk.write_iops", _rate(writes, p_writes, seconds), dev)
+            if dev in current.busy and dev in prev.busy:
+                # io_ticks are milliseconds of I/O: per second of wall time, the busy fraction.
+                busy = _rate(current.busy[dev], prev.busy[dev], seconds) / 1000 * 100
+                add("disk.busy_percent", min(busy, 100.0), dev)
         for name, procs in current.procs.items():
             before = prev.procs.get(name, {})
             # Only processes alive at both readings count: a new process' whole lifetime

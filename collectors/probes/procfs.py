@@ -96,6 +96,29 @@ def disk_counters() -> dict[str, tuple[int, int, int, int]]:
     return result
 
 
+def disk_busy_ms() -> dict[str, int]:
+    """{device: milliseconds spent doing I/O} of whole disks (io_ticks, field 13 of diskstats).
+
+    Its rate over an interval is the device's busy fraction, what iostat calls %util.
+    """
+    disks = _whole_disks()
+    result = {}
+    for line in (PROC / "diskstats").read_text().splitlines():
+        parts = line.split()
+        if len(parts) < 13 or (disks and parts[2] not in disks):
+            continue
+        result[parts[2]] = int(parts[12])
+    return result
+
+
+def cpus_allowed(pid: int) -> int | None:
+    """How many cores a process may run on (its affinity: taskset, cpusets), None if gone."""
+    try:
+        return len(os.sched_getaffinity(pid))
+    except OSError:
+        return None
+
+
 @dataclass(frozen=True)
 class ProcStat:
     pid: int
