@@ -35,10 +35,10 @@ def executor_id() -> str:
 
 def check_runnable(campaign: Campaign) -> None:
     errors = []
-    if campaign.kind == CampaignKind.TRANSFER:
+    if campaign.kind in (CampaignKind.TRANSFER, CampaignKind.CHECKSUM_LOAD):
         if not campaign.sources.exists():
             errors.append("The campaign has no source endpoint.")
-        if not campaign.destinations.exists():
+        if campaign.kind == CampaignKind.TRANSFER and not campaign.destinations.exists():
             errors.append("The campaign has no destination endpoint.")
     if campaign.engine != "gfal2":
         errors.append(f"The {campaign.get_engine_display()} engine is not available yet.")
