@@ -229,19 +229,17 @@ def run_verdict(run: Run, summary: dict, end: datetime | None = None) -> dict:
     knee_point = curve["knee"]
     bottleneck = None
     overloaded = None
-    if knee_point:
-        for step in table:
-            if step["step"] > knee_point["step"]:
-                break
-            hot = [r for r in per_step[step["step"]] if r.value >= SATURATED]
-            if hot:
-                top = max(hot, key=lambda r: r.value)
-                where = {"step": step["step"], "concurrency": step["concurrency"]}
-                bottleneck = {**asdict(top), "title": top.title, **where}
-                break
-            rate = step["overload_error_rate"]
-            if overloaded is None and rate is not None and rate >= OVERLOAD_ERROR_RATE:
-                overloaded = {"step": step["step"], "concurrency": step["concurrency"], "rate": rate}
+    for step in table:
+        where = {"step": step["step"], "concurrency": step["concurrency"]}
+        hot = [r for r in per_step[step["step"]] if r.value >= SATURATED]
+        if knee_point and bottleneck is None and hot and step["step"] <= knee_point["step"]:
+            top = max(hot, key=lambda r: r.value)
+            bottleneck = {**asdict(top), "title": top.title, **where}
+        # Overload errors are worth saying wherever they start: past the knee they say why
+        # more concurrency did not help.
+        rate = step["overload_error_rate"]
+        if overloaded is None and rate is not None and rate >= OVERLOAD_ERROR_RATE:
+            overloaded = {**where, "rate": rate}
     doors = _door_count(summary)
     verdict = {
         "status": curve["status"],
@@ -277,14 +275,18 @@ def headline(v: dict) -> str:
             f"Knee at concurrency {knee_point['concurrency']} ({format_rate(knee_point['throughput_bps'])}; "
             f"peak {format_rate(peak['throughput_bps'])} at {peak['concurrency']})."
         )
+    o = v["overload_errors"]
+    errors = (
+        f" From concurrency {o['concurrency']}, {o['rate']:.0%} of requests failed with checksum timeouts "
+        "or HTTP 5xx: the doors' own limits (e.g. xrootd.chksum max) or overload."
+        if o
+        else ""
+    )
     if b:
         cause = f" Bottleneck: {b['title']} ({b['detail']}, {b['value']:.0%}) from concurrency {b['concurrency']}."
-    elif v["overload_errors"]:
-        o = v["overload_errors"]
-        cause = (
-            f" No sampled resource saturated, but {o['rate']:.0%} of requests failed with checksum timeouts or "
-            f"HTTP 5xx at concurrency {o['concurrency']}: the doors' own limits (e.g. xrootd.chksum max)."
-        )
+        cause += errors
+    elif o:
+        cause = " No sampled resource saturated." + errors
     elif not v["samples_used"]:
         cause = " Saturation unknown: no collector samples of the run's hosts in its steps."
     elif v["status"] == "still_rising":

@@ -128,7 +128,7 @@ def test_overload_errors_are_named_when_no_resource_saturated(door):
     _samples(door, 0, "cpu.percent", [20])
     verdict = verdicts.run_verdict(run, summary, T0 + timedelta(seconds=30))
     assert verdict["overload_errors"] == {"step": 0, "concurrency": 2, "rate": pytest.approx(0.08)}
-    assert "checksum timeouts" in verdict["headline"]
+    assert "checksum timeouts" in verdict["headline"] and "From concurrency 2, 8%" in verdict["headline"]
 
 
 def test_capacity_projection_from_the_knee(door, settings):
