@@ -39,6 +39,7 @@ _METRICS = (
     "cpu.percent",
     "proc.cpu_percent",
     "proc.cpus_allowed",
+    "proc.cores_busy_percent",
     "net.rx_bps",
     "net.tx_bps",
     "disk.busy_percent",
@@ -116,9 +117,14 @@ def readings(host: Host, means: dict[tuple[str, str], float]) -> list[Reading]:
         if metric == "proc.cpu_percent":
             cores = means.get(("proc.cpus_allowed", label))
             if cores:
-                out.append(
-                    Reading(door, "daemon_cpu", label, value / (100 * cores), f"{value:.0f} % of {cores:g} core(s)")
-                )
+                # The daemon's own use of its cores, or how busy those cores were whoever used
+                # them: a daemon confined to a core that others also load is starved as well.
+                own = value / (100 * cores)
+                busy = means.get(("proc.cores_busy_percent", label))
+                detail = f"{value:.0f} % of {cores:g} core(s)"
+                if busy is not None:
+                    detail += f"; those cores {busy:.0f} % busy"
+                out.append(Reading(door, "daemon_cpu", label, max(own, (busy or 0) / 100), detail))
         elif metric == "disk.busy_percent":
             out.append(Reading(door, "disk", label, value / 100, f"busy {value:.0f} % of the time"))
     if host.link_speed_bps:

@@ -34,6 +34,8 @@ class _Counters:
     disk: dict[str, tuple[int, int, int, int]]
     busy: dict[str, int]  # device -> io_ticks (ms)
     procs: dict[str, dict[tuple[int, int], float]]  # service -> {(pid, start): cpu seconds}
+    cores: dict[int, procfs.CpuTimes]
+    affinity: dict[str, set[int]]  # service -> the cores its processes may use
 
 
 def _rate(new: float, old: float, seconds: float) -> float:
@@ -62,6 +64,8 @@ class Sampler:
             disk=procfs.disk_counters(),
             busy=procfs.disk_busy_ms(),
             procs={},
+            cores=procfs.per_cpu_times(),
+            affinity={},
         )
         for name, value in zip(("load1", "load5", "load15"), procfs.load_average(), strict=True):
             add(name, value)
@@ -74,10 +78,11 @@ class Sampler:
             current.procs[state.name] = {(s.pid, s.start_ticks): s.cpu_seconds for s in stats}
             add("proc.rss_bytes", sum(s.rss_bytes for s in stats), state.name)
             # A daemon confined by taskset or a cpuset saturates at 100 % times these cores, not
-            # at the machine's: the verdicts need it to call a door's CPU saturated.
-            allowed = [n for n in (procfs.cpus_allowed(s.pid) for s in stats) if n]
+            # at the machine's: the verdicts need them to call a door's CPU saturated.
+            allowed = set().union(*(procfs.cpu_affinity(s.pid) or set() for s in stats))
             if allowed:
-                add("proc.cpus_allowed", max(allowed), state.name)
+                current.affinity[state.name] = allowed
+                add("proc.cpus_allowed", len(allowed), state.name)
 
         prev = self.previous
         self.previous = current
@@ -112,6 +117,13 @@ class Sampler:
             used = sum(max(cpu - before[key], 0) for key, cpu in procs.items() if key in before)
             # proc.cpu_percent is of one core, like top: a daemon busy on 3 cores shows 300.
             add("proc.cpu_percent", used / seconds * 100, name)
+        for name, allowed in current.affinity.items():
+            # How busy the daemon's cores were, whoever kept them busy: a confined daemon whose
+            # core is taken by others is as CPU-starved as one that fills it itself.
+            busy = sum(current.cores[c].busy - prev.cores[c].busy for c in allowed if c in prev.cores)
+            total = sum(current.cores[c].total - prev.cores[c].total for c in allowed if c in prev.cores)
+            if total > 0:
+                add("proc.cores_busy_percent", min(max(busy / total * 100, 0.0), 100.0), name)
         return out
 
 

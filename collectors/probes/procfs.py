@@ -111,12 +111,25 @@ def disk_busy_ms() -> dict[str, int]:
     return result
 
 
-def cpus_allowed(pid: int) -> int | None:
-    """How many cores a process may run on (its affinity: taskset, cpusets), None if gone."""
+def cpu_affinity(pid: int) -> set[int] | None:
+    """The cores a process may run on (taskset, cpusets), None if it is gone."""
     try:
-        return len(os.sched_getaffinity(pid))
+        return os.sched_getaffinity(pid)
     except OSError:
         return None
+
+
+def per_cpu_times() -> dict[int, CpuTimes]:
+    """The "cpuN" lines of /proc/stat: each core's busy and total seconds."""
+    result = {}
+    for line in (PROC / "stat").read_text().splitlines()[1:]:
+        if not line.startswith("cpu"):
+            break
+        fields = line.split()
+        values = [int(v) for v in fields[1:9]]
+        total = sum(values)
+        result[int(fields[0][3:])] = CpuTimes(busy=(total - values[3] - values[4]) / CLK_TCK, total=total / CLK_TCK)
+    return result
 
 
 @dataclass(frozen=True)

@@ -153,3 +153,16 @@ def test_capacity_splits_the_knee_over_the_doors():
     cap = verdicts.capacity({"throughput_bps": 900e6}, ["a", "b", "c"], 24_000_000_000, still_rising=True)
     assert cap["per_door_bps"] == 300e6 and cap["doors_needed"] == 10
     assert any("upper bound" in a for a in cap["assumptions"])
+
+
+def test_a_confined_daemon_whose_core_others_keep_busy_is_cpu_bound(door):
+    run, summary = _run(door, [1, 2, 4], [100e6, 101e6, 100e6])
+    for step in range(3):
+        _samples(door, step, "proc.cpu_percent", [60, 62], "xrootd")  # its share of core 0...
+        _samples(door, step, "proc.cpus_allowed", [1, 1], "xrootd")
+        _samples(door, step, "proc.cores_busy_percent", [97, 99], "xrootd")  # ...which is full
+        _samples(door, step, "cpu.percent", [55, 55])
+    verdict = verdicts.run_verdict(run, summary, T0 + timedelta(seconds=30))
+    b = verdict["bottleneck"]
+    assert (b["resource"], b["label"], b["concurrency"]) == ("daemon_cpu", "xrootd", 1)
+    assert b["value"] == pytest.approx(0.98) and "61 % of 1 core(s); those cores 98 % busy" in b["detail"]
