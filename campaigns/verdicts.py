@@ -288,8 +288,12 @@ def headline(v: dict) -> str:
         if o
         else ""
     )
-    if b:
-        cause = f" Bottleneck: {b['title']} ({b['detail']}, {b['value']:.0%}) from concurrency {b['concurrency']}."
+    if b and v["status"] == "still_rising":
+        # Saturated yet still gaining: the next steps will tell whether it holds the curve back.
+        cause = f" {b['title']} already at {b['value']:.0%} ({b['detail']}) from concurrency {b['concurrency']}."
+        cause += errors
+    elif b:
+        cause = f" Bottleneck: {b['title']} at {b['value']:.0%} ({b['detail']}) from concurrency {b['concurrency']}."
         cause += errors
     elif o:
         cause = " No sampled resource saturated." + errors
