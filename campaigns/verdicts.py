@@ -28,6 +28,7 @@ from django.utils import timezone
 from campaigns.models import Run, RunStep
 from collectors.models import Host, MetricSample
 from storageops.units import human_rate as format_rate
+from storageops.units import si
 
 KNEE_FRACTION = 0.95
 SATURATED = 0.90
@@ -213,6 +214,7 @@ def capacity(knee_point: dict | None, doors: list[str], target_bps: int, still_r
         "per_door_bps": per_door,
         "doors_measured": len(doors),
         "target_rate_bits": target_bps or None,
+        "target_rate_text": si(target_bps, "bit/s") if target_bps else "",
         "doors_needed": math.ceil(target_bps / 8 / per_door) if target_bps and per_door > 0 else None,
         "assumptions": assumptions,
     }
