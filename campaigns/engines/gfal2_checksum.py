@@ -23,7 +23,6 @@ so a load of repeated requests on a few files measures an attribute lookup: leav
 
 from __future__ import annotations
 
-import threading
 import time
 
 from campaigns.choices import ErrorCategory
@@ -38,13 +37,11 @@ class Gfal2Checksummer(Gfal2Copier):
     def copy(self, job: CopyJob) -> CopyResult:
         ctx, _params = self._context()
         algorithm = self.options.checksum_algorithm.upper()
-        key = threading.get_ident()
-        with self._busy_lock:
-            self._busy[key] = ctx
         started = time.time()
         tick = time.monotonic()
         try:
-            answer = ctx.checksum(job.source, algorithm)
+            with self.in_flight(ctx):
+                answer = ctx.checksum(job.source, algorithm)
         except gfal2.GError as exc:
             duration = time.monotonic() - tick
             message = str(exc.message if hasattr(exc, "message") else exc)
@@ -54,9 +51,6 @@ class Gfal2Checksummer(Gfal2Copier):
             return CopyResult(
                 job, False, started, started + duration, duration, code=exc.code, message=message, category=category
             )
-        finally:
-            with self._busy_lock:
-                self._busy.pop(key, None)
         duration = time.monotonic() - tick
         answer = answer.strip().lower()
         result = CopyResult(job, True, started, started + duration, duration, source_checksum=answer)

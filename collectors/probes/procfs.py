@@ -23,15 +23,19 @@ class CpuTimes:
     total: float
 
 
-def cpu_times() -> CpuTimes:
-    """The aggregate "cpu" line of /proc/stat; idle and iowait are the not-busy part."""
-    fields = (PROC / "stat").read_text().split("\n", 1)[0].split()
+def _cpu_line(fields: list[str]) -> CpuTimes:
     # user nice system idle iowait irq softirq steal [guest guest_nice]: guest time is
-    # already included in user/nice, so only the first eight are summed.
+    # already included in user/nice, so only the first eight are summed; idle and iowait
+    # are the not-busy part.
     values = [int(v) for v in fields[1:9]]
     total = sum(values)
     idle = values[3] + values[4]
     return CpuTimes(busy=(total - idle) / CLK_TCK, total=total / CLK_TCK)
+
+
+def cpu_times() -> CpuTimes:
+    """The aggregate "cpu" line of /proc/stat: all cores together."""
+    return _cpu_line((PROC / "stat").read_text().split("\n", 1)[0].split())
 
 
 def boot_time() -> int:
@@ -126,9 +130,7 @@ def per_cpu_times() -> dict[int, CpuTimes]:
         if not line.startswith("cpu"):
             break
         fields = line.split()
-        values = [int(v) for v in fields[1:9]]
-        total = sum(values)
-        result[int(fields[0][3:])] = CpuTimes(busy=(total - values[3] - values[4]) / CLK_TCK, total=total / CLK_TCK)
+        result[int(fields[0][3:])] = _cpu_line(fields)
     return result
 
 

@@ -10,10 +10,7 @@ disk, no network), the way Lancaster's gateways were when they checksummed new f
 
 from __future__ import annotations
 
-import os
-import shutil
 import time
-import uuid
 from pathlib import Path
 
 import pytest
@@ -23,9 +20,10 @@ from campaigns.choices import CampaignKind
 from campaigns.driver import RunDriver
 from campaigns.models import Run
 from collectors.models import Host, MetricSample
-from storageops.xrootd_server import XRootDServer, make_traversable
+from storageops.xrootd_server import XRootDServer
 from tests.support.factories import campaign, endpoint
 from tests.support.processes import PYTHON, ROOT, ManagedProcess
+from tests.support.sparse import has_tmpfs, sparse_sources, tmpfs_dir
 from tests.support.workers import child_env
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
@@ -33,11 +31,6 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 SIZE = 64 * 1024 * 1024
 FILES = 600  # more than any step can ask for: sparse, they cost nothing
 STEP_SECONDS = 6
-
-
-def sparse_files(server: XRootDServer, directory: str, count: int, size: int) -> None:
-    for number in range(count):
-        os.truncate(server.write_local(f"{directory}/{size}/src-{number:07d}", b""), size)
 
 
 def start_collector(host: Host, log_dir: Path) -> ManagedProcess:
@@ -54,7 +47,7 @@ def wait_for_samples(host: Host, process: ManagedProcess, timeout: float = 60) -
 
 
 def sweep(name: str, server: XRootDServer, host: Host, steps: list[int]) -> Run:
-    sparse_files(server, f"/data/{name}", FILES, SIZE)
+    sparse_sources(server, name, FILES, SIZE)
     src = endpoint(name, server.root_url_for("/data/"))
     src.hosts.set([host])
     obj = campaign(
@@ -79,14 +72,10 @@ def report(run: Run) -> str:
 
 @pytest.fixture
 def scratch():
-    shm = Path("/dev/shm")
-    if not shm.is_dir():
+    if not has_tmpfs():
         pytest.skip("needs a tmpfs at /dev/shm for the sparse files")
-    base = shm / f"storageops-bottleneck-{uuid.uuid4().hex[:8]}"
-    base.mkdir()
-    make_traversable(base)
-    yield base
-    shutil.rmtree(base, ignore_errors=True)
+    with tmpfs_dir("storageops-bottleneck") as base:
+        yield base
 
 
 def test_a_door_confined_to_one_core_is_named_and_a_free_one_is_still_rising(scratch, log_dir):

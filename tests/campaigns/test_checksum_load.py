@@ -2,18 +2,14 @@
 
 Each request asks for the adler32 of a file no one asked about before (XRootD keeps a
 computed checksum in an extended attribute and would answer a repeat from it). The files
-are sparse, on tmpfs when the machine has one: reading them costs the door CPU only, so the
+are sparse, on tmpfs: reading them costs the door CPU only, so the
 test measures the door's checksum limit and not this machine's disk.
 """
 
 from __future__ import annotations
 
-import os
-import shutil
 import threading
-import uuid
 import zlib
-from pathlib import Path
 
 import pytest
 from django.db import connection
@@ -22,8 +18,9 @@ from campaigns import comparison, runs
 from campaigns.choices import CampaignKind, RunState
 from campaigns.driver import RunDriver
 from campaigns.models import Run, Transfer
-from storageops.xrootd_server import XRootDServer, make_traversable
+from storageops.xrootd_server import XRootDServer
 from tests.support.factories import campaign, endpoint
+from tests.support.sparse import has_tmpfs, sparse_sources, tmpfs_dir
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -39,21 +36,6 @@ def adler32_of_zeros(size: int) -> str:
     return f"{value:08x}"
 
 
-def scratch_dir(tmp_path: Path) -> Path:
-    shm = Path("/dev/shm")
-    base = shm / f"storageops-test-{uuid.uuid4().hex[:8]}" if shm.is_dir() else tmp_path / "scratch"
-    base.mkdir(parents=True)
-    make_traversable(base)
-    return base
-
-
-def sparse_files(server: XRootDServer, directory: str, count: int, size: int) -> None:
-    """The files a checksum-load plan asks about (source_path/size/src-NNNNNNN), as holes."""
-    for number in range(count):
-        path = server.write_local(f"{directory}/{size}/src-{number:07d}", b"")
-        os.truncate(path, size)
-
-
 def drive(run_id: int) -> None:
     try:
         RunDriver(run_id).drive()
@@ -62,25 +44,26 @@ def drive(run_id: int) -> None:
 
 
 @pytest.fixture
-def doors(tmp_path):
-    base = scratch_dir(tmp_path)
-    servers = [
-        XRootDServer(f"cks{limit}", base / f"d{limit}", workdir=base / f"r{limit}", chksum_max=limit).start()
-        for limit in (2, 8)
-    ]
-    try:
-        yield servers
-    finally:
-        for server in servers:
-            server.stop()
-        shutil.rmtree(base, ignore_errors=True)
+def doors():
+    if not has_tmpfs():
+        pytest.skip("needs a tmpfs at /dev/shm for the sparse files")
+    with tmpfs_dir("storageops-cks") as base:
+        servers = [
+            XRootDServer(f"cks{limit}", base / f"d{limit}", workdir=base / f"r{limit}", chksum_max=limit).start()
+            for limit in (2, 8)
+        ]
+        try:
+            yield servers
+        finally:
+            for server in servers:
+                server.stop()
 
 
 def test_checksum_limit_2_against_8(doors):
     created = []
     for server in doors:
         limit = server.chksum_max
-        sparse_files(server, "/data/cks", 2 * STEP_FILES, SIZE)
+        sparse_sources(server, "cks", 2 * STEP_FILES, SIZE)
         assert f"xrootd.chksum max {limit} adler32" in server.config_path.read_text()
         src = endpoint(f"cks{limit}", server.root_url_for("/data/"))
         obj = campaign(
