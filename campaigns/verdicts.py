@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 
 from django.conf import settings
+from django.db.models import Avg, Count
 from django.utils import timezone
 
 from campaigns.models import Run, RunStep
@@ -104,10 +105,6 @@ def _hosts(run: Run) -> list[Host]:
     return list(Host.objects.filter(name__in=names).order_by("name"))
 
 
-def _mean(values: list[float]) -> float | None:
-    return sum(values) / len(values) if values else None
-
-
 def readings(host: Host, means: dict[tuple[str, str], float]) -> list[Reading]:
     """A host's resources as fractions of their capacity, from its mean samples over a window."""
     out: list[Reading] = []
@@ -158,24 +155,25 @@ def saturation(run: Run, summary: dict, end: datetime) -> tuple[list[dict], dict
     per_step: dict[int, list[Reading]] = {}
     table: list[dict] = []
     used = 0
-    samples: dict[int, list[tuple]] = defaultdict(list)
-    if windows and hosts:
-        rows = MetricSample.objects.filter(
-            host__in=hosts, metric__in=_METRICS, time__gt=windows[0][0].started_at, time__lte=windows[-1][1]
-        ).values_list("host_id", "metric", "label", "time", "value")
-        for row in rows.iterator(chunk_size=5000):
-            samples[row[0]].append(row[1:])
     errors = {s["step"]: s for s in summary.get("steps", [])}
     for step, stop in windows:
-        found: list[Reading] = []
-        for host in hosts:
-            bucket: dict[tuple[str, str], list[float]] = defaultdict(list)
-            for metric, label, time, value in samples[host.pk]:
-                # A sample stamped t covers the interval before t: it belongs to the step it ends in.
-                if step.started_at < time <= stop:
-                    bucket[(metric, label)].append(value)
-                    used += 1
-            found += readings(host, {key: _mean(values) for key, values in bucket.items()})
+        # Averaged by the database, one query a step: a weeks-long run of many hosts has
+        # millions of samples, and the (host, metric, time) index serves exactly this.
+        # A sample stamped t covers the interval before t: it belongs to the step it ends in.
+        means: dict[int, dict[tuple[str, str], float]] = defaultdict(dict)
+        if hosts:
+            rows = (
+                MetricSample.objects.filter(
+                    host__in=hosts, metric__in=_METRICS, time__gt=step.started_at, time__lte=stop
+                )
+                .values_list("host_id", "metric", "label")
+                .annotate(mean=Avg("value"), n=Count("id"))
+                .order_by()
+            )
+            for host_id, metric, label, mean, n in rows:
+                means[host_id][(metric, label)] = mean
+                used += n
+        found = [r for host in hosts for r in readings(host, means[host.pk])]
         row = errors.get(step.index, {})
         attempted = row.get("files_ok", 0) + row.get("files_failed", 0)
         overload = sum(row.get("errors", {}).get(c, 0) for c in OVERLOAD_ERRORS)
