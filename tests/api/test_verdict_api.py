@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from django.template.loader import render_to_string
 from django.test import Client
 from django.utils.html import escape
 from rest_framework.test import APIClient
@@ -63,3 +64,19 @@ def test_the_run_page_shows_the_verdict(viewer):
     assert 'id="verdict"' in page and "Saturation per step" in page
     assert escape(run.summary["verdict"]["headline"]) in page
     assert "Assumptions of the capacity projection" in page
+
+
+def test_the_partial_renders_a_comparison_rows_short_verdict():
+    # What the comparison page will include for each run: the short form from compare().
+    short = {
+        "status": "levelled",
+        "headline": "Knee at concurrency 4 (300 MB/s; peak 310 MB/s at 16). Bottleneck: CPU of xrootd on door-a.",
+        "knee": {"step": 2, "concurrency": 4, "throughput_bps": 300e6},
+        "bottleneck": {"title": "CPU of xrootd on door-a", "door": "door-a", "resource": "daemon_cpu",
+                       "label": "xrootd", "value": 0.97},
+        "doors_needed": 8,
+    }  # fmt: skip
+    html = render_to_string("campaigns/partials/verdict.html", {"verdict": short})
+    assert "levelled off" in html and "CPU of xrootd on door-a: 97.0 %" in html
+    assert "Doors needed</dt><dd>8" in html and "Saturation per step" not in html
+    assert "No verdict yet" in render_to_string("campaigns/partials/verdict.html", {"verdict": None})
