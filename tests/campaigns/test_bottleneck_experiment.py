@@ -1,7 +1,10 @@
 """The bottleneck experiment: a real XRootD door confined to one core (taskset -c 0) under a
 concurrency sweep of adler32 checksum requests, sampled by a real collector worker; the
 verdict must name that door's CPU. The same sweep on a door free to use both cores, stopped
-at concurrency 2 (below its knee on this 2-core machine), must read "still rising".
+at concurrency 2 (below its knee on this 2-core machine), must read "still rising" -- when the
+second core is free for it: when a sweep levels off while other sessions kept the machine's
+CPU saturated from concurrency 1, the test retries it, and at worst reports a skip; a sweep
+that levels off on a machine with a free core fails.
 
 Each request asks for the adler32 of a new sparse file on tmpfs: the door reads zeros from
 memory and spends its time computing the checksum, so it is CPU-bound by construction (no
@@ -15,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from campaigns import runs
+from campaigns import runs, verdicts
 from campaigns.choices import CampaignKind
 from campaigns.driver import RunDriver
 from campaigns.models import Run
@@ -31,6 +34,7 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 SIZE = 64 * 1024 * 1024
 FILES = 600  # more than any step can ask for: sparse, they cost nothing
 STEP_SECONDS = 6
+FREE_ATTEMPTS = 3
 
 
 def start_collector(host: Host, log_dir: Path) -> ManagedProcess:
@@ -59,6 +63,14 @@ def sweep(name: str, server: XRootDServer, host: Host, steps: list[int]) -> Run:
     RunDriver(run.pk).drive()
     run.refresh_from_db()
     return run
+
+
+def second_core_was_free(run: Run) -> bool:
+    """The free-door case assumes the door can take the second core at concurrency 2: true
+    when the whole machine was below saturation while the door ran one request at a time.
+    Other sessions sharing this 2-core machine can make it false (their load, not the door)."""
+    first = run.summary["verdict"]["saturation"][0]["readings"]
+    return any(r["resource"] == "cpu" and r["value"] < verdicts.SATURATED for r in first)
 
 
 def report(run: Run) -> str:
@@ -92,8 +104,13 @@ def test_a_door_confined_to_one_core_is_named_and_a_free_one_is_still_rising(scr
         collectors = [start_collector(host, log_dir) for host in hosts]
         for host, process in zip(hosts, collectors, strict=True):
             wait_for_samples(host, process)
-        pinned = sweep("pinned", confined, hosts[0], [1, 2, 4])
-        unpinned = sweep("unpinned", free, hosts[1], [1, 2])
+        pinned = sweep("pinned", confined, hosts[0], [1, 2, 4, 8])
+        for attempt in range(FREE_ATTEMPTS):
+            unpinned = sweep(f"unpinned{attempt}", free, hosts[1], [1, 2])
+            rising = unpinned.summary["verdict"]["status"] == "still_rising"
+            if rising or second_core_was_free(unpinned):
+                break  # shown, or levelled on a free machine: the assertions below judge it
+            print(f"free door, attempt {attempt + 1}: the machine was busy\n{report(unpinned)}")
     finally:
         for process in collectors:
             process.stop()
@@ -110,5 +127,10 @@ def test_a_door_confined_to_one_core_is_named_and_a_free_one_is_still_rising(scr
     assert verdict["capacity"]["doors_needed"] >= 1
 
     verdict = unpinned.summary["verdict"]
+    if verdict["status"] != "still_rising" and not second_core_was_free(unpinned):
+        # Then the host's CPU was the limit from concurrency 1, and the verdict must say so;
+        # but the free-door case was not shown, which a skip reports rather than hides.
+        assert verdict["bottleneck"]["title"] == "CPU (all cores) on free-door", report(unpinned)
+        pytest.skip(f"other work kept this 2-core machine busy in {FREE_ATTEMPTS} free-door sweeps")
     assert verdict["status"] == "still_rising", report(unpinned)
     assert verdict["headline"].startswith("Still rising at the last step (concurrency 2")
