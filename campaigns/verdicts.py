@@ -72,6 +72,11 @@ class Reading:
         return f"{names[self.resource]} on {self.door}"
 
 
+# Between resources equally saturated (to 1 %), the narrower one is the better diagnosis: a
+# machine whose CPU is full because its daemon fills the cores it may use is the daemon's CPU.
+_SPECIFIC = ("cpu", "memory", "disk", "network", "daemon_cpu")
+
+
 # -- knee -----------------------------------------------------------------------------------
 def knee(steps: list[dict]) -> dict:
     """Peak and knee of a concurrency curve given as the step table of a run summary."""
@@ -239,7 +244,7 @@ def run_verdict(run: Run, summary: dict, end: datetime | None = None) -> dict:
         where = {"step": step["step"], "concurrency": step["concurrency"]}
         hot = [r for r in per_step[step["step"]] if r.value >= SATURATED]
         if knee_point and bottleneck is None and hot and step["step"] <= knee_point["step"]:
-            top = max(hot, key=lambda r: r.value)
+            top = max(hot, key=lambda r: (round(r.value, 2), _SPECIFIC.index(r.resource)))
             bottleneck = {**asdict(top), "title": top.title, **where}
         # Overload errors are worth saying wherever they start: past the knee they say why
         # more concurrency did not help.

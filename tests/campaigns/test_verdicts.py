@@ -166,3 +166,13 @@ def test_a_confined_daemon_whose_core_others_keep_busy_is_cpu_bound(door):
     b = verdict["bottleneck"]
     assert (b["resource"], b["label"], b["concurrency"]) == ("daemon_cpu", "xrootd", 1)
     assert b["value"] == pytest.approx(0.98) and "61 % of 1 core(s); those cores 98 % busy" in b["detail"]
+
+
+def test_between_equal_readings_the_daemon_is_named_rather_than_the_machine(door):
+    run, summary = _run(door, [1, 2], [100e6, 100e6])
+    _samples(door, 0, "cpu.percent", [100, 100])
+    _samples(door, 0, "proc.cpu_percent", [99.8, 100], "xrootd")
+    _samples(door, 0, "proc.cpus_allowed", [2, 2], "xrootd")
+    _samples(door, 0, "proc.cores_busy_percent", [100, 100], "xrootd")
+    b = verdicts.run_verdict(run, summary, T0 + timedelta(seconds=20))["bottleneck"]
+    assert (b["resource"], b["label"]) == ("daemon_cpu", "xrootd")
