@@ -48,6 +48,9 @@ class Aggregate:
     first_start: datetime | None = None
     last_end: datetime | None = None
     durations: list[float] = field(default_factory=list)
+    # Every finished attempt's duration, failures included: a request that timed out after
+    # 30 s is latency a client saw, and a checksum load is judged by it.
+    latencies: list[float] = field(default_factory=list)
     errors: Counter = field(default_factory=Counter)
     # Intervals left out of the analysis (around restarts): not counted as active time.
     excluded: list[tuple[datetime, datetime]] = field(default_factory=list)
@@ -63,6 +66,8 @@ class Aggregate:
             self.errors[category or "other"] += 1
         else:
             self.skipped += 1
+        if duration is not None and state in (TransferState.SUCCEEDED, TransferState.FAILED):
+            self.latencies.append(duration)
         if started is not None and state in (TransferState.SUCCEEDED, TransferState.FAILED):
             if self.first_start is None or started < self.first_start:
                 self.first_start = started
@@ -79,6 +84,7 @@ class Aggregate:
 
     def as_dict(self) -> dict:
         self.durations.sort()
+        self.latencies.sort()
         attempted = self.ok + self.failed
         window = self.window
         return {
@@ -91,6 +97,8 @@ class Aggregate:
             "success_rate": (self.ok / attempted) if attempted else None,
             "duration_p50": percentile(self.durations, 50),
             "duration_p95": percentile(self.durations, 95),
+            "latency_p50": percentile(self.latencies, 50),
+            "latency_p95": percentile(self.latencies, 95),
             "errors": dict(self.errors.most_common()),
             "start": self.first_start.isoformat() if self.first_start else None,
             "end": self.last_end.isoformat() if self.last_end else None,
@@ -176,6 +184,7 @@ def _merge(into: Aggregate, other: Aggregate) -> None:
     into.skipped += other.skipped
     into.bytes += other.bytes
     into.durations.extend(other.durations)
+    into.latencies.extend(other.latencies)
     into.errors.update(other.errors)
     for attr, pick in (("first_start", min), ("last_end", max)):
         values = [v for v in (getattr(into, attr), getattr(other, attr)) if v is not None]

@@ -47,6 +47,20 @@ def _peak(steps: list[dict]) -> dict | None:
     return {"step": best["step"], "concurrency": best["concurrency"], "throughput_bps": best["throughput_bps"]}
 
 
+def _verdict_line(verdict: dict | None) -> dict | None:
+    """The part of a run's verdict a side-by-side table shows: headline, knee, bottleneck."""
+    if not verdict:
+        return None
+    bottleneck = verdict.get("bottleneck")
+    return {
+        "status": verdict["status"],
+        "headline": verdict["headline"],
+        "knee": verdict.get("knee"),
+        "bottleneck": bottleneck and {k: bottleneck[k] for k in ("title", "door", "resource", "label", "value")},
+        "doors_needed": (verdict.get("capacity") or {}).get("doors_needed"),
+    }
+
+
 def compare(runs: Sequence[Run]) -> dict:
     if not 1 <= len(runs) <= MAX_RUNS:
         raise ValueError(f"Compare 1 to {MAX_RUNS} runs.")
@@ -74,8 +88,18 @@ def compare(runs: Sequence[Run]) -> dict:
                 "doors": {name: d.get("throughput_bps") for name, d in summary.get("doors", {}).items()},
                 "door_cpu_percent": door_cpu(run),
                 "peak": _peak(summary.get("steps", [])),
+                "verdict": _verdict_line(summary.get("verdict")),
                 "steps": [
-                    {"concurrency": s["concurrency"], "throughput_bps": s["throughput_bps"]}
+                    {
+                        "concurrency": s["concurrency"],
+                        "throughput_bps": s["throughput_bps"],
+                        # Latency and failures per step: what a checksum-load comparison reads.
+                        "duration_p50": s.get("duration_p50"),
+                        "duration_p95": s.get("duration_p95"),
+                        "latency_p95": s.get("latency_p95"),
+                        "files_failed": s.get("files_failed"),
+                        "errors": s.get("errors", {}),
+                    }
                     for s in summary.get("steps", [])
                 ],
                 "parameters": {k: run.snapshot.get("parameters", {}).get(k) for k in differing},

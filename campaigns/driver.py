@@ -20,10 +20,11 @@ from django.conf import settings
 from django.db import DatabaseError, close_old_connections, connection, transaction
 from django.utils import timezone
 
-from campaigns import analysis, cleanup, disturbance, runs, transfer_store
-from campaigns.choices import RunState, TransferState
+from campaigns import analysis, cleanup, disturbance, runs, transfer_store, verdicts
+from campaigns.choices import CampaignKind, RunState, TransferState
 from campaigns.copy_pool import CopyPool
 from campaigns.engines.base import CopyOptions, CopyResult, EndpointCredentials
+from campaigns.engines.gfal2_checksum import Gfal2Checksummer
 from campaigns.engines.gfal2_engine import Gfal2Copier
 from campaigns.models import Endpoint, Run, RunStep, Transfer
 from campaigns.planning import plan
@@ -53,7 +54,9 @@ def build_copier(snapshot: dict) -> Gfal2Copier:
         EndpointCredentials(url=ep.url, bearer_token=ep.bearer_token, x509_proxy=ep.x509_proxy, ca_dir=ep.ca_dir)
         for ep in Endpoint.objects.filter(pk__in=ids)
     ]
-    return Gfal2Copier(CopyOptions.from_snapshot(snapshot["parameters"]), credentials)
+    parameters = snapshot["parameters"]
+    engine = Gfal2Checksummer if parameters.get("kind") == CampaignKind.CHECKSUM_LOAD else Gfal2Copier
+    return engine(CopyOptions.from_snapshot(parameters), credentials)
 
 
 class LeaseLost(Exception):
@@ -177,6 +180,7 @@ class RunDriver:
         summary = analysis.run_summary(run)
         if disturbance.refresh_disturbed(run):
             summary["disturbance"] = disturbance.disturbance_report(run)
+        summary["verdict"] = verdicts.run_verdict(run, summary, now)
         # When the last transfer record was committed, apart from the summary's own cost.
         summary["recorded_at"] = now.isoformat()
         summary["summary_seconds"] = round((timezone.now() - now).total_seconds(), 3)

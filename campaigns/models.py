@@ -203,6 +203,14 @@ class Campaign(BaseModel):
     max_duration = models.PositiveIntegerField(
         "duration budget (s)", null=True, blank=True, validators=[MinValueValidator(1)]
     )
+    target_rate_bps = models.PositiveBigIntegerField(
+        "target rate (bit/s)",
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1)],
+        help_text="The rate the capacity projection sizes doors for, e.g. 40000000000 for a 40 Gb/s site "
+        "link; empty uses STORAGEOPS_TARGET_RATE_BPS.",
+    )
     cancel_grace = models.PositiveIntegerField(
         "cancel grace (s)",
         default=10,
@@ -264,12 +272,19 @@ class Campaign(BaseModel):
         steps = self.concurrency_steps
         if isinstance(steps, list) and len(steps) > 1 and not (self.step_seconds or self.step_files):
             errors["step_seconds"] = "A sweep of several steps needs a step length in seconds or files."
-        if self.checksum_mode in (choices.ChecksumMode.SOURCE, choices.ChecksumMode.TARGET) and not self.create_sources:
+        copies = self.kind == choices.CampaignKind.TRANSFER
+        if (
+            copies
+            and self.checksum_mode in (choices.ChecksumMode.SOURCE, choices.ChecksumMode.TARGET)
+            and not (self.create_sources)
+        ):
             # gfal2 compares one side against an expected value, known only for data StorageOps made.
             errors["checksum_mode"] = (
                 "Source-only or target-only checks compare against the data's known checksum: "
                 "let StorageOps create the source files, or check both sides."
             )
+        if self.kind == choices.CampaignKind.CHECKSUM_LOAD and self.file_mix:
+            errors["file_mix"] = "A checksum load asks for checksums of files of one size: leave the mix empty."
         if self.engine == choices.Engine.FTS and self.tpc_mode == choices.TpcMode.STREAMED:
             errors["tpc_mode"] = "FTS does third-party copies; streamed mode needs the gfal2 engine."
         if self.engine == choices.Engine.FTS and not self.fts_instance_id:

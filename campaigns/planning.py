@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 
 from django.forms.models import model_to_dict
 
+from campaigns.choices import CampaignKind
 from campaigns.models import Campaign, Endpoint
 
 PARAMETER_FIELDS = (
@@ -49,6 +50,7 @@ PARAMETER_FIELDS = (
     "fts_instance_id",
     "fts_priority",
     "fts_strict_copy",
+    "target_rate_bps",
 )
 _SECRET_FIELDS = ("bearer_token",)
 
@@ -154,6 +156,9 @@ def plan(snapshot: dict, run_id: int) -> Iterator[PlannedTransfer]:
     """The run's transfers: sources and destinations taken in turn, direction applied."""
     parameters = snapshot["parameters"]
     sources, destinations = snapshot["sources"], snapshot["destinations"]
+    if parameters.get("kind") == CampaignKind.CHECKSUM_LOAD:
+        yield from _checksum_plan(parameters, sources, run_id)
+        return
     makers = {ep["id"]: _UrlMaker(ep) for ep in [*sources, *destinations]}
     distinct = parameters.get("source_file_count")
     for index, size in enumerate(file_sizes(parameters, seed=run_id)):
@@ -169,6 +174,23 @@ def plan(snapshot: dict, run_id: int) -> Iterator[PlannedTransfer]:
             size=size,
             source_endpoint_id=src["id"],
             destination_endpoint_id=dst["id"],
+        )
+
+
+def _checksum_plan(parameters: dict, sources: list[dict], run_id: int) -> Iterator[PlannedTransfer]:
+    """One checksum request per row: the file asked about, no destination, the same door answering."""
+    makers = {ep["id"]: _UrlMaker(ep) for ep in sources}
+    distinct = parameters.get("source_file_count")
+    for index, size in enumerate(file_sizes(parameters, seed=run_id)):
+        src = sources[index % len(sources)]
+        number = index % distinct if distinct else index
+        yield PlannedTransfer(
+            index=index,
+            source=makers[src["id"]](source_path(parameters, size, number), size),
+            destination="",
+            size=size,
+            source_endpoint_id=src["id"],
+            destination_endpoint_id=src["id"],
         )
 
 

@@ -36,10 +36,10 @@ def executor_id() -> str:
 
 def check_runnable(campaign: Campaign) -> None:
     errors = []
-    if campaign.kind == CampaignKind.TRANSFER:
+    if campaign.kind in (CampaignKind.TRANSFER, CampaignKind.CHECKSUM_LOAD):
         if not campaign.sources.exists():
             errors.append("The campaign has no source endpoint.")
-        if not campaign.destinations.exists():
+        if campaign.kind == CampaignKind.TRANSFER and not campaign.destinations.exists():
             errors.append("The campaign has no destination endpoint.")
     if campaign.engine == "fts" and not campaign.fts_instance_id:
         errors.append("An FTS campaign needs an FTS instance.")

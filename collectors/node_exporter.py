@@ -87,6 +87,7 @@ def to_samples(host: Host, scrape: Scrape, previous: Scrape | None, now) -> list
         cached = sum(g.get(f"node_memory_{k}_bytes", 0.0) for k in ("Buffers", "Cached", "SReclaimable"))
         add("mem.used", max(g["node_memory_MemTotal_bytes"] - g.get("node_memory_MemFree_bytes", 0.0) - cached, 0))
         add("mem.cached", cached)
+        add("mem.total", g["node_memory_MemTotal_bytes"])
     if previous is None:
         return out
     seconds = scrape.at - previous.at

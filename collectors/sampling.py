@@ -32,7 +32,10 @@ class _Counters:
     cpu: procfs.CpuTimes
     net: dict[str, tuple[int, int]]
     disk: dict[str, tuple[int, int, int, int]]
+    busy: dict[str, int]  # device -> io_ticks (ms)
     procs: dict[str, dict[tuple[int, int], float]]  # service -> {(pid, start): cpu seconds}
+    cores: dict[int, procfs.CpuTimes]
+    affinity: dict[str, set[int]]  # service -> the cores its processes may use
 
 
 def _rate(new: float, old: float, seconds: float) -> float:
@@ -59,17 +62,27 @@ class Sampler:
             cpu=procfs.cpu_times(),
             net=procfs.net_counters(),
             disk=procfs.disk_counters(),
+            busy=procfs.disk_busy_ms(),
             procs={},
+            cores=procfs.per_cpu_times(),
+            affinity={},
         )
         for name, value in zip(("load1", "load5", "load15"), procfs.load_average(), strict=True):
             add(name, value)
         mem = procfs.memory()
         add("mem.used", mem["used"])
         add("mem.cached", mem["cached"])
+        add("mem.total", mem["total"])
         for state in services:
             stats = [s for s in (procfs.proc_stat(p) for p in state.pids) if s is not None]
             current.procs[state.name] = {(s.pid, s.start_ticks): s.cpu_seconds for s in stats}
             add("proc.rss_bytes", sum(s.rss_bytes for s in stats), state.name)
+            # A daemon confined by taskset or a cpuset saturates at 100 % times these cores, not
+            # at the machine's: the verdicts need them to call a door's CPU saturated.
+            allowed = set().union(*(procfs.cpu_affinity(s.pid) or set() for s in stats))
+            if allowed:
+                current.affinity[state.name] = allowed
+                add("proc.cpus_allowed", len(allowed), state.name)
 
         prev = self.previous
         self.previous = current
@@ -93,6 +106,10 @@ class Sampler:
                 add("disk.write_bps", _rate(wbytes, p_wbytes, seconds), dev)
                 add("disk.read_iops", _rate(reads, p_reads, seconds), dev)
                 add("disk.write_iops", _rate(writes, p_writes, seconds), dev)
+            if dev in current.busy and dev in prev.busy:
+                # io_ticks are milliseconds of I/O: per second of wall time, the busy fraction.
+                busy = _rate(current.busy[dev], prev.busy[dev], seconds) / 1000 * 100
+                add("disk.busy_percent", min(busy, 100.0), dev)
         for name, procs in current.procs.items():
             before = prev.procs.get(name, {})
             # Only processes alive at both readings count: a new process' whole lifetime
@@ -100,6 +117,13 @@ class Sampler:
             used = sum(max(cpu - before[key], 0) for key, cpu in procs.items() if key in before)
             # proc.cpu_percent is of one core, like top: a daemon busy on 3 cores shows 300.
             add("proc.cpu_percent", used / seconds * 100, name)
+        for name, allowed in current.affinity.items():
+            # How busy the daemon's cores were, whoever kept them busy: a confined daemon whose
+            # core is taken by others is as CPU-starved as one that fills it itself.
+            busy = sum(current.cores[c].busy - prev.cores[c].busy for c in allowed if c in prev.cores)
+            total = sum(current.cores[c].total - prev.cores[c].total for c in allowed if c in prev.cores)
+            if total > 0:
+                add("proc.cores_busy_percent", min(max(busy / total * 100, 0.0), 100.0), name)
         return out
 
 

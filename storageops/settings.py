@@ -168,6 +168,9 @@ CELERY_BEAT_SCHEDULER = "storageops.beat:Scheduler"
 STORAGEOPS_RUN_LEASE_SECONDS = env_int("STORAGEOPS_RUN_LEASE_SECONDS", 30, minimum=5)
 STORAGEOPS_PROGRESS_SECONDS = env_int("STORAGEOPS_PROGRESS_SECONDS", 2, minimum=1, maximum=60)
 STORAGEOPS_MAX_CONCURRENCY = env_int("STORAGEOPS_MAX_CONCURRENCY", 2000, minimum=1)
+# The rate (bit/s) a capacity projection sizes doors for when a campaign names none, e.g. the
+# site's WAN link; 0 leaves projections without a target.
+STORAGEOPS_TARGET_RATE_BPS = env_int("STORAGEOPS_TARGET_RATE_BPS", 0, minimum=0)
 STORAGEOPS_SITE_NAME = env_str("STORAGEOPS_SITE_NAME", "site")
 # Optional bearer token that Prometheus must send to scrape /metrics.
 STORAGEOPS_METRICS_TOKEN = env_secret("STORAGEOPS_METRICS_TOKEN", "")

@@ -138,6 +138,13 @@ class CampaignSerializer(BaseModelSerializer):
 class RunSerializer(BaseModelSerializer):
     campaign_name = serializers.CharField(source="campaign.name", read_only=True)
     progress_percent = serializers.FloatField(read_only=True)
+    verdict = serializers.SerializerMethodField(
+        help_text="Knee, bottleneck and capacity, stored when the run finished; "
+        "GET runs/{id}/verdict/ recomputes it from the rows."
+    )
+
+    def get_verdict(self, obj) -> dict | None:
+        return (obj.summary or {}).get("verdict")
 
     class Meta:
         model = Run
@@ -170,6 +177,7 @@ class RunSerializer(BaseModelSerializer):
             "snapshot",
             "versions",
             "summary",
+            "verdict",
         ]
         read_only_fields = fields
 

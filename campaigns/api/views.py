@@ -13,7 +13,7 @@ from rest_framework.pagination import CursorPagination
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from campaigns import comparison, exports, runs, scheduling
+from campaigns import comparison, exports, runs, scheduling, verdicts
 from campaigns.api.serializers import (
     BackendSerializer,
     CampaignScheduleSerializer,
@@ -144,6 +144,13 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         response = StreamingHttpResponse(stream, content_type="text/csv" if kind == "csv" else "application/json")
         response["Content-Disposition"] = f'attachment; filename="run-{run.pk}-transfers.{kind}"'
         return response
+
+    @extend_schema(responses={200: OpenApiTypes.OBJECT})
+    @action(detail=True, methods=["get"])
+    def verdict(self, request, pk=None):
+        """Knee, saturation per step and door, bottleneck and capacity, computed now from the
+        rows (a live run's so far; a finished run's with the hosts' current link speeds)."""
+        return Response(verdicts.verdict_for(self.get_object()))
 
     @extend_schema(responses={(200, "text/csv"): OpenApiTypes.STR})
     @action(detail=True, methods=["get"], url_path="steps-csv")

@@ -11,7 +11,8 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 
 from campaigns.engines.base import CopyJob, CopyOptions, CopyResult, EndpointCredentials
 from campaigns.engines.errors import categorize
@@ -110,13 +111,11 @@ class Gfal2Copier:
             # gfal2 compares one side against a value we give: the generated data's checksum.
             mode = getattr(gfal2.checksum_mode, self.options.checksum_mode)
             params.set_checksum(mode, self.options.checksum_algorithm.upper(), job.checksum)
-        key = threading.get_ident()
-        with self._busy_lock:
-            self._busy[key] = ctx
         started = time.time()
         tick = time.monotonic()
         try:
-            ctx.filecopy(params, job.source, job.destination)
+            with self.in_flight(ctx):
+                ctx.filecopy(params, job.source, job.destination)
         except gfal2.GError as exc:
             duration = time.monotonic() - tick
             message = str(exc.message if hasattr(exc, "message") else exc)
@@ -132,9 +131,6 @@ class Gfal2Copier:
                 copy_mode=seen.get("mode", ""),
                 source_checksum=job.checksum,
             )
-        finally:
-            with self._busy_lock:
-                self._busy.pop(key, None)
         duration = time.monotonic() - tick
         verified = self.options.checksum_mode in ("target", "both") and job.checksum
         return CopyResult(
@@ -148,6 +144,18 @@ class Gfal2Copier:
             # gfal2 checked the destination equals the known source checksum: record it.
             destination_checksum=job.checksum if verified else "",
         )
+
+    @contextmanager
+    def in_flight(self, ctx) -> Iterator[None]:
+        """Register this thread's context as busy, so cancel_all() can abort what it runs."""
+        key = threading.get_ident()
+        with self._busy_lock:
+            self._busy[key] = ctx
+        try:
+            yield
+        finally:
+            with self._busy_lock:
+                self._busy.pop(key, None)
 
     def cancel_all(self) -> int:
         """Abort every copy in flight (each on its own context); returns how many."""

@@ -23,15 +23,19 @@ class CpuTimes:
     total: float
 
 
-def cpu_times() -> CpuTimes:
-    """The aggregate "cpu" line of /proc/stat; idle and iowait are the not-busy part."""
-    fields = (PROC / "stat").read_text().split("\n", 1)[0].split()
+def _cpu_line(fields: list[str]) -> CpuTimes:
     # user nice system idle iowait irq softirq steal [guest guest_nice]: guest time is
-    # already included in user/nice, so only the first eight are summed.
+    # already included in user/nice, so only the first eight are summed; idle and iowait
+    # are the not-busy part.
     values = [int(v) for v in fields[1:9]]
     total = sum(values)
     idle = values[3] + values[4]
     return CpuTimes(busy=(total - idle) / CLK_TCK, total=total / CLK_TCK)
+
+
+def cpu_times() -> CpuTimes:
+    """The aggregate "cpu" line of /proc/stat: all cores together."""
+    return _cpu_line((PROC / "stat").read_text().split("\n", 1)[0].split())
 
 
 def boot_time() -> int:
@@ -93,6 +97,40 @@ def disk_counters() -> dict[str, tuple[int, int, int, int]]:
             continue
         reads, read_sectors, writes, write_sectors = int(parts[3]), int(parts[5]), int(parts[7]), int(parts[9])
         result[parts[2]] = (reads, read_sectors * SECTOR, writes, write_sectors * SECTOR)
+    return result
+
+
+def disk_busy_ms() -> dict[str, int]:
+    """{device: milliseconds spent doing I/O} of whole disks (io_ticks, field 13 of diskstats).
+
+    Its rate over an interval is the device's busy fraction, what iostat calls %util.
+    """
+    disks = _whole_disks()
+    result = {}
+    for line in (PROC / "diskstats").read_text().splitlines():
+        parts = line.split()
+        if len(parts) < 13 or (disks and parts[2] not in disks):
+            continue
+        result[parts[2]] = int(parts[12])
+    return result
+
+
+def cpu_affinity(pid: int) -> set[int] | None:
+    """The cores a process may run on (taskset, cpusets), None if it is gone."""
+    try:
+        return os.sched_getaffinity(pid)
+    except OSError:
+        return None
+
+
+def per_cpu_times() -> dict[int, CpuTimes]:
+    """The "cpuN" lines of /proc/stat: each core's busy and total seconds."""
+    result = {}
+    for line in (PROC / "stat").read_text().splitlines()[1:]:
+        if not line.startswith("cpu"):
+            break
+        fields = line.split()
+        result[int(fields[0][3:])] = _cpu_line(fields)
     return result
 
 

@@ -58,6 +58,14 @@ def test_step_throughput_is_bytes_over_the_active_window_not_a_mean_of_rates(run
     assert total["duration_p50"] == 4 and total["duration_p95"] == 6
 
 
+def test_latency_counts_failed_attempts_durations_do_not(run):
+    # A request that timed out after 30 s is latency a client saw, not a successful copy's time.
+    _transfer(run, 6, 1, 13, 30, 100_000_000, state="failed", category="checksum_timeout")
+    step1 = analysis.run_summary(run)["steps"][1]
+    assert step1["duration_p95"] == 4  # successes only: 4, 4
+    assert step1["latency_p95"] == 30 and step1["latency_p50"] == 4  # 1, 4, 4, 30
+
+
 def test_per_door_figures_follow_the_working_side(run):
     other = endpoint("analysis-dst2", "mock://dst2.test/data/")
     _transfer(run, 6, 1, 20, 2, 50_000_000, dst=other)

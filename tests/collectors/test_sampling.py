@@ -41,6 +41,15 @@ def test_two_ticks_store_sane_samples_of_this_machine(make_host, tmp_path):
     [proc_cpu] = _values(host, "proc.cpu_percent")
     assert 0 < proc_cpu <= 100 * cores  # we spun for most of the interval
     assert all(v > 10e6 for v in _values(host, "proc.rss_bytes"))  # a Django process is not tiny
+    # The cores the watched process may use, as taskset would report them.
+    assert _values(host, "proc.cpus_allowed") == [len(os.sched_getaffinity(0))] * 2
+    [cores_busy] = _values(host, "proc.cores_busy_percent")
+    assert 0 < cores_busy <= 100  # we spun on one of them
+    [total] = set(_values(host, "mem.total"))
+    assert total > max(_values(host, "mem.used"))
+    assert all(0 <= v <= 100 for v in _values(host, "disk.busy_percent"))
+    if procfs.disk_counters():
+        assert _values(host, "disk.busy_percent")
     host.refresh_from_db()
     assert host.last_seen is not None
     assert MetricSample.objects.filter(host=host, metric="host.boot_time").count() == 1
