@@ -237,10 +237,11 @@ def hosts(run: Run) -> dict:
     window = _window(run)
     host_ids, _, _ = disturbance.run_scope(run)
     if window is None or not host_ids:
-        return {"bucket_seconds": None, "metrics": {}}
+        return {"bucket_seconds": None, "hosts": [], "metrics": {}}
     width = bucket_seconds((window[1] - window[0]).total_seconds())
     margin = timedelta(seconds=width)
     return {
         "bucket_seconds": width,
+        "hosts": sorted(host_ids),
         "metrics": host_series(host_ids, window[0] - margin, window[1] + margin, width),
     }

@@ -140,7 +140,7 @@ class CompareForm(forms.Form):
         # runs=1&runs=2 (checkboxes of the runs list) and runs=1,2 (typed) mean the same.
         if data is not None and hasattr(data, "getlist") and len(data.getlist("runs")) > 1:
             data = data.copy()
-            data["runs"] = ",".join(data.getlist("runs"))
+            data["runs"] = ",".join(sorted(data.getlist("runs"), key=lambda v: (len(v), v)))
         super().__init__(data, *args, **kwargs)
 
     def clean_runs(self) -> list[int]:

@@ -26,7 +26,7 @@
   }
   function formatter(unit) {
     if (unit === "%") return function (v) { return Math.round(v) + " %"; };
-    if (!unit) return function (v) { return Number(v).toFixed(2).replace(/\.?0+$/, ""); };
+    if (!unit) return function (v) { return String(Number(Number(v).toPrecision(3))); };
     return function (v) { return si(v, unit); };
   }
 
@@ -59,7 +59,12 @@
   /* ---- Chart factories ------------------------------------------------------------------ */
 
   function timeAxis() {
-    return { type: "time", title: { display: true, text: "time" }, time: { tooltipFormat: "yyyy-MM-dd HH:mm:ss" } };
+    return {
+      type: "time",
+      title: { display: true, text: "time" },
+      time: { minUnit: "second", tooltipFormat: "yyyy-MM-dd HH:mm:ss" },
+      ticks: { maxRotation: 0, autoSkip: true, maxTicksLimit: 8 },
+    };
   }
 
   function valueAxis(title, unit, extra) {
@@ -182,7 +187,7 @@
       if (!points.length) { noData(c, "No step has a throughput yet."); return; }
       clearNoData(c);
       makeChart(c, "line", [{ label: "throughput per step", data: points, borderColor: colour(0), backgroundColor: colour(0), pointRadius: 4, unit: "B/s" }],
-        { x: { type: "linear", title: { display: true, text: "concurrency (copies at once)" } }, y: valueAxis("throughput (bytes/s)", "B/s") }, []);
+        { x: { type: "linear", title: { display: true, text: "concurrency (copies at once)" }, ticks: { precision: 0 } }, y: valueAxis("throughput (bytes/s)", "B/s") }, []);
     }
 
     function drawScatter(sc) {
@@ -236,7 +241,12 @@
             i++;
           });
         });
-        if (!sets.length) { noData(c, "No sample from the doors' collectors in this window."); return; }
+        if (!sets.length) {
+          noData(c, (hosts.hosts || []).length
+            ? "No sample from the doors' collectors in this window."
+            : "No door of this run is registered as a host: register the doors and start their collectors to see this.");
+          return;
+        }
         clearNoData(c);
         var title = metric === "cpu.percent" ? "CPU busy (%)" : metric === "load1" ? "load average (1 min)" : "network (bytes/s)";
         makeChart(c, "line", sets, { x: timeAxis(), y: valueAxis(title, unit, metric === "cpu.percent" ? { max: 100 } : {}) }, events);
@@ -269,7 +279,7 @@
       data.runs.forEach(function (r) { r.steps.forEach(function (p) { maxC = Math.max(maxC, p.x); minC = Math.min(minC, p.x); }); });
       var logX = maxC / (minC || 1) >= 8;
       makeChart(root.querySelector('[data-chart="compare-steps"]'), "line", steps,
-        { x: { type: logX ? "logarithmic" : "linear", title: { display: true, text: "concurrency (copies at once)" } },
+        { x: { type: logX ? "logarithmic" : "linear", title: { display: true, text: "concurrency (copies at once)" }, ticks: { precision: 0 } },
           y: valueAxis("throughput (bytes/s)", "B/s") }, []);
       makeChart(root.querySelector('[data-chart="compare-time"]'), "line", time,
         { x: { type: "linear", title: { display: true, text: "seconds since the run started" } },

@@ -16,3 +16,10 @@ def percent(value: float | None) -> str:
 @register.filter
 def get(mapping: dict, key: str):
     return mapping.get(key) if isinstance(mapping, dict) else None
+
+
+@register.filter
+def tail(value: str, length: int = 60) -> str:
+    """The end of a long text (a URL's file name matters more than its scheme and host)."""
+    text = str(value or "")
+    return text if len(text) <= length else "…" + text[-(length - 1) :]
