@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections import defaultdict
 from datetime import datetime, timedelta
 
-from django.db import connection
+from django.core.cache import cache
+from django.db import connection, transaction
 from django.db.models import Count, Max, Min, Q, Sum
 from django.utils import timezone
 
@@ -23,6 +24,7 @@ from collectors.metric_series import host_series
 from storageops.buckets import bucket_seconds
 
 ROLLING_BUCKETS = 5
+LIVE_TIMELINE_SECONDS = 10
 SCATTER_POINTS = 1500
 
 # Each copy's bytes are spread evenly over its own duration, and its busy time over the
@@ -64,7 +66,11 @@ def timeline_rows(run: Run, width: int) -> list[tuple[int, int, float, float, in
     """(door endpoint id, bucket, bytes, busy seconds, failures) per door and bucket."""
     door = f"{door_side(run)}_endpoint_id"
     if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
+        with transaction.atomic(), connection.cursor() as cursor:
+            # generate_series with row-dependent bounds is estimated at 1,000 rows a copy, so
+            # the planner expects billions of rows and JIT-compiles the query: seconds spent
+            # compiling for one pass over a few hundred thousand rows.
+            cursor.execute("SET LOCAL jit = off")
             cursor.execute(_TIMELINE_SQL.format(door=door), {"run": run.pk, "w": float(width)})
             return [(d, int(k), float(m or 0), float(b or 0), int(f or 0)) for d, k, m, b, f in cursor.fetchall()]
     return timeline_rows_python(run, width)
@@ -138,7 +144,15 @@ def timeline(run: Run) -> dict:
         stored = RunChart.objects.filter(run=run).values_list("data", flat=True).first()
         if stored is not None:
             return stored
-    return compute_timeline(run)
+        return compute_timeline(run)
+    # A live run's timeline is aggregated from its rows, which costs seconds at a few hundred
+    # thousand copies: answer every viewer of the same run from one computation a while.
+    key = f"storageops:timeline:{run.pk}"
+    data = cache.get(key)
+    if data is None:
+        data = compute_timeline(run)
+        cache.set(key, data, LIVE_TIMELINE_SECONDS)
+    return data
 
 
 def steps(run: Run) -> list[dict]:

@@ -91,45 +91,66 @@ def trimmed_summary(run: Run, trim: Trim) -> dict:
     if trim.event_margin_seconds is not None:
         excluded = disturbance.excluded_windows(run, timedelta(seconds=trim.event_margin_seconds))
     ok, failed = Q(state=TransferState.SUCCEEDED), Q(state=TransferState.FAILED)
-    rows = Transfer.objects.filter(run=run).filter(ok | failed)
-    kept = rows.filter(started_at__gte=start, finished_at__lte=end)
+    keep = Q(started_at__gte=start, finished_at__lte=end)
     for lo, hi in excluded:
-        kept = kept.exclude(started_at__lte=hi, finished_at__gte=lo)
-    measures = {
-        "ok": Count("pk", filter=ok),
-        "failed": Count("pk", filter=failed),
-        "moved": Sum("bytes_transferred", filter=ok),
-        "first": Min("started_at"),
-        "last": Max("finished_at"),
-    }
-    total = kept.aggregate(**measures)
-    everything = rows.aggregate(n=Count("pk"), moved=Sum("bytes_transferred", filter=ok))
-    concurrency = dict(run.steps.values_list("index", "concurrency"))
-    steps = [
-        {"step": r["step"], "concurrency": concurrency.get(r["step"]), **_figures(r, excluded)}
-        for r in kept.filter(step__isnull=False).values("step").annotate(**measures).order_by("step")
-    ]
+        keep &= ~Q(started_at__lte=hi, finished_at__gte=lo)
     side = f"{charts.door_side(run)}_endpoint"
-    per_endpoint = list(kept.values(side).annotate(**measures))
-    names = door_names(r[side] for r in per_endpoint)
-    doors = {names.get(r[side], str(r[side])): _figures(r, excluded) for r in per_endpoint}
-    errors = dict(
-        kept.filter(failed)
-        .values_list("error_category")
-        .annotate(n=Count("pk"))
-        .order_by("-n")
-        .values_list("error_category", "n")
+    # One pass over the run's rows: kept and all figures per (step, door, state, category),
+    # merged below into the total, the steps, the doors and the error mix.
+    groups = list(
+        Transfer.objects.filter(run=run)
+        .filter(ok | failed)
+        .values("step", side, "state", "error_category")
+        .annotate(
+            n=Count("pk", filter=keep),
+            moved=Sum("bytes_transferred", filter=keep & ok),
+            first=Min("started_at", filter=keep),
+            last=Max("finished_at", filter=keep),
+            n_all=Count("pk"),
+            moved_all=Sum("bytes_transferred", filter=ok),
+        )
+        .order_by()
     )
+
+    def merge(rows: list[dict]) -> dict:
+        firsts = [r["first"] for r in rows if r["first"]]
+        lasts = [r["last"] for r in rows if r["last"]]
+        return {
+            "ok": sum(r["n"] for r in rows if r["state"] == TransferState.SUCCEEDED),
+            "failed": sum(r["n"] for r in rows if r["state"] == TransferState.FAILED),
+            "moved": sum(r["moved"] or 0 for r in rows),
+            "first": min(firsts) if firsts else None,
+            "last": max(lasts) if lasts else None,
+        }
+
+    total = merge(groups)
+    concurrency = dict(run.steps.values_list("index", "concurrency"))
+    step_ids = sorted({g["step"] for g in groups if g["step"] is not None})
+    steps = []
+    for k in step_ids:
+        figures = _figures(merge([g for g in groups if g["step"] == k]), excluded)
+        steps.append({"step": k, "concurrency": concurrency.get(k), **figures})
+    endpoint_ids = {g[side] for g in groups}
+    names = door_names(endpoint_ids)
+    doors: dict[str, dict] = {}
+    for endpoint_id in endpoint_ids:
+        figures = _figures(merge([g for g in groups if g[side] == endpoint_id]), excluded)
+        doors[names.get(endpoint_id, str(endpoint_id))] = figures
+    errors: dict[str, int] = {}
+    for g in groups:
+        if g["state"] == TransferState.FAILED and g["n"]:
+            key = g["error_category"] or "other"
+            errors[key] = errors.get(key, 0) + g["n"]
     # Percentiles would need every kept duration: a trimmed comparison shows throughput and
     # success rate, and leaves p50/p95 to the untrimmed figures.
     return {
-        "total": {**_figures(total, excluded), "errors": {k or "other": v for k, v in errors.items()},
+        "total": {**_figures(total, excluded), "errors": dict(sorted(errors.items(), key=lambda kv: -kv[1])),
                   "duration_p50": None, "duration_p95": None},
         "steps": steps,
-        "doors": doors,
+        "doors": dict(sorted(doors.items())),
         "left_out": {
-            "transfers": everything["n"] - (total["ok"] + total["failed"]),
-            "bytes": (everything["moved"] or 0) - (total["moved"] or 0),
+            "transfers": sum(g["n_all"] for g in groups) - (total["ok"] + total["failed"]),
+            "bytes": sum(g["moved_all"] or 0 for g in groups) - total["moved"],
             "windows": [[lo.isoformat(), hi.isoformat()] for lo, hi in excluded],
         },
     }  # fmt: skip

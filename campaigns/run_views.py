@@ -34,6 +34,13 @@ class RunListView(ListView):
             runs_ = runs_.filter(campaign_id=int(self.request.GET["campaign"]))
         return runs_
 
+    def get_context_data(self, **kwargs):
+        context = super().get_context_data(**kwargs)
+        query = self.request.GET.copy()
+        query.pop("page", None)
+        context["query"] = query.urlencode()
+        return context
+
 
 class RunDetailView(DetailView):
     model = Run

@@ -98,6 +98,18 @@ def test_create_start_watch_and_compare(page, live_server, worker, admin_user):
     assert page.locator("#transfer-rows tbody tr").count() == 40
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SCREENSHOTS / "run-page.png"), full_page=True)
+    # At phone width in the dark theme: nothing wider than the screen (tables scroll inside
+    # their own box), and the charts redraw.
+    page.emulate_media(color_scheme="dark")
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.reload()
+    page.wait_for_function("() => document.querySelector('[data-chart=throughput]')._chart !== undefined")
+    assert page.evaluate("() => document.documentElement.scrollWidth") <= 390
+    background = page.evaluate("() => getComputedStyle(document.body).backgroundColor")
+    assert background == "rgb(18, 22, 29)", background
+    page.screenshot(path=str(SCREENSHOTS / "run-page-phone-dark.png"))
+    page.emulate_media(color_scheme="light")
+    page.set_viewport_size({"width": 1280, "height": 900})
 
     # -- the comparison of the two runs --------------------------------------------------------
     page.goto(f"{live_server.url}/campaigns/runs/")
