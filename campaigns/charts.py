@@ -24,7 +24,7 @@ from collectors.metric_series import host_series
 from storageops.buckets import bucket_seconds
 
 ROLLING_BUCKETS = 5
-LIVE_TIMELINE_SECONDS = 10
+LIVE_SHARE_SECONDS = 10
 SCATTER_POINTS = 1500
 
 # Each copy's bytes are spread evenly over its own duration, and its busy time over the
@@ -145,13 +145,18 @@ def timeline(run: Run) -> dict:
         if stored is not None:
             return stored
         return compute_timeline(run)
-    # A live run's timeline is aggregated from its rows, which costs seconds at a few hundred
-    # thousand copies: answer every viewer of the same run from one computation a while.
-    key = f"storageops:timeline:{run.pk}"
+    return _shared_while_live(run, "timeline", compute_timeline)
+
+
+def _shared_while_live(run: Run, name: str, compute):
+    """A live run's figures are aggregated from its rows, which costs seconds at a few hundred
+    thousand copies: every viewer of the same run is answered from one computation for a
+    few seconds (in this process' cache; a finished run's figures are stored instead)."""
+    key = f"storageops:run:{run.pk}:{name}"
     data = cache.get(key)
     if data is None:
-        data = compute_timeline(run)
-        cache.set(key, data, LIVE_TIMELINE_SECONDS)
+        data = compute(run)
+        cache.set(key, data, LIVE_SHARE_SECONDS)
     return data
 
 
@@ -163,6 +168,10 @@ def steps(run: Run) -> list[dict]:
             {k: s.get(k) for k in ("step", "concurrency", "throughput_bps", "success_rate", "files_ok", "files_failed")}
             for s in run.summary["steps"]
         ]
+    return _shared_while_live(run, "steps", _steps_from_rows)
+
+
+def _steps_from_rows(run: Run) -> list[dict]:
     ok, failed = Q(state=TransferState.SUCCEEDED), Q(state=TransferState.FAILED)
     rows = (
         Transfer.objects.filter(run=run, step__isnull=False)

@@ -23,3 +23,10 @@ def tail(value: str, length: int = 60) -> str:
     """The end of a long text (a URL's file name matters more than its scheme and host)."""
     text = str(value or "")
     return text if len(text) <= length else "…" + text[-(length - 1) :]
+
+
+@register.filter
+def share(part: int | None, other: int | None) -> float | None:
+    """part / (part + other): a success rate from the ok and failed counts; None if both are 0."""
+    total = (part or 0) + (other or 0)
+    return (part or 0) / total if total else None
