@@ -87,8 +87,14 @@ def test_create_start_watch_and_compare(page, live_server, worker, admin_user):
 
     # -- two runs on mock endpoints, watched to the end ----------------------------------------
     first = start_and_watch(page)
-    log_event("note", "operator note: second run, same set-up", source="operator", backend=dst.backend)
-    page.goto(f"{live_server.url}{campaign.get_absolute_url()}")
+    # The second run with two streams a copy, changed through the edit form: the comparison
+    # must single that parameter out.
+    page.goto(f"{live_server.url}/campaigns/{campaign.pk}/edit/")
+    assert page.input_value("#id_file_size") == "5 MB"
+    page.fill("#id_streams", "2")
+    page.click("text=Save campaign")
+    page.wait_for_url(re.compile(r".*/campaigns/\d+/$"))
+    log_event("note", "operator note: streams 1 -> 2", source="operator", backend=dst.backend)
     second = start_and_watch(page)
     # The charts drew from their JSON endpoints.
     page.wait_for_function("() => document.querySelector('[data-chart=throughput]')._chart !== undefined")
@@ -123,6 +129,8 @@ def test_create_start_watch_and_compare(page, live_server, worker, admin_user):
     success = page.locator("#compare-table td[data-figure=success]").all_inner_texts()
     assert len(throughput) == 2 and all(t.endswith("B/s") for t in throughput), throughput
     assert success == ["100.0 %", "100.0 %"]
+    differing = page.locator("#parameters tr.differs th").all_inner_texts()
+    assert [d.split()[0] for d in differing] == ["streams"], differing
     first.refresh_from_db()
     assert first.summary["total"]["files_ok"] == 40
     page.wait_for_function("() => document.querySelector('[data-chart=compare-steps]')._chart !== undefined")
