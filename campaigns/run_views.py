@@ -46,7 +46,7 @@ class RunDetailView(DetailView):
     model = Run
 
     def get_queryset(self):
-        return Run.objects.select_related("campaign").prefetch_related("steps")
+        return Run.objects.select_related("campaign")
 
     def get_context_data(self, **kwargs):
         context = super().get_context_data(**kwargs)

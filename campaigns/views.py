@@ -34,7 +34,8 @@ class CampaignDetailView(DetailView):
     model = Campaign
 
     def get_queryset(self):
-        recent = Run.objects.select_related("campaign").order_by("-created")
+        # The latest 50 runs only (a sliced prefetch): a campaign run nightly for years has thousands.
+        recent = Run.objects.select_related("campaign").order_by("-created")[:50]
         return Campaign.objects.prefetch_related(
             "sources", "destinations", Prefetch("runs", queryset=recent, to_attr="recent_runs")
         )

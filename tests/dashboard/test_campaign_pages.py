@@ -118,3 +118,17 @@ def test_cancel_a_pending_run(client, operator, django_capture_on_commit_callbac
     assert run.state == "cancelled"
     again = client.post(f"/campaigns/runs/{run.pk}/cancel/", follow=True)
     assert "nothing to cancel" in again.content.decode()
+
+
+def test_detail_lists_the_latest_50_runs_in_constant_queries(client, viewer, django_assert_max_num_queries):
+    from campaigns import runs
+
+    campaign = mock_campaign("many-runs")
+    for _ in range(52):
+        runs.create_run(campaign, trigger="command")
+    client.force_login(viewer)
+    client.get(f"/campaigns/{campaign.pk}/")
+    with django_assert_max_num_queries(12):
+        page = client.get(f"/campaigns/{campaign.pk}/")
+    shown = page.context["object"].recent_runs
+    assert len(shown) == 50 and shown[0].pk == Run.objects.filter(campaign=campaign).latest("created").pk
