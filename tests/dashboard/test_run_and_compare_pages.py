@@ -47,6 +47,20 @@ def test_run_page_and_transfers_table(client, viewer, two_runs):
     assert "Select a valid choice" in bad.content.decode()
 
 
+def test_download_links_work_with_the_browser_session(client, viewer, two_runs):
+    run = two_runs[0]
+    client.force_login(viewer)
+    html = client.get(f"/campaigns/runs/{run.pk}/").content.decode()
+    for link, kind in ((f"/api/v1/runs/{run.pk}/export/?as=csv", "text/csv"),
+                       (f"/api/v1/runs/{run.pk}/export/?as=json", "application/json"),
+                       (f"/api/v1/runs/{run.pk}/steps-csv/", "text/csv")):  # fmt: skip
+        assert link in html
+        response = client.get(link)
+        assert response.status_code == 200 and response["Content-Type"].startswith(kind), link
+        body = b"".join(response.streaming_content).decode()
+        assert body.count("\n") >= (3 if "steps" in link else 41), link
+
+
 def test_transfer_pages_are_keyset_paged(client, viewer):
     run = drive(mock_campaign("paged", file_count=120, concurrency_steps=[8]))
     client.force_login(viewer)
@@ -159,3 +173,14 @@ def test_list_pages_cost_the_same_queries_for_1_or_12_rows(client, viewer, djang
     add_rows("many", 11)
     with django_assert_max_num_queries(len(small.captured_queries)):
         assert client.get(path).status_code == 200
+
+
+def test_live_runs_ask_for_fresh_partials_every_2_s(client, viewer):
+    run = runs.create_run(mock_campaign("live"), trigger="command")  # pending: live, no driver
+    client.force_login(viewer)
+    progress = client.get(f"/campaigns/runs/{run.pk}/progress/", headers={"HX-Request": "true"})
+    assert 'hx-trigger="every 2s"' in progress.content.decode()
+    assert "HX-Refresh" not in progress and "HX-Request" in progress["Vary"]
+    assert 'data-live="1"' in client.get(f"/campaigns/runs/{run.pk}/").content.decode()
+    assert 'hx-trigger="every 2s"' in client.get("/").content.decode()
+    assert client.get(f"/campaigns/runs/{run.pk}/charts/timeline.json").json()["live"] is True
