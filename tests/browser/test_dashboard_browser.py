@@ -76,6 +76,9 @@ def test_create_start_watch_and_compare(page, live_server, worker, admin_user):
     page.click("text=Save campaign")
     error = page.locator("#row-step_seconds .errorlist")
     assert "needs a step length" in error.inner_text()
+    error.scroll_into_view_if_needed()
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / "campaign-form-error.png"))
     assert not Campaign.objects.filter(name="browser sweep").exists()
     # What was typed is kept; fix the one value.
     assert page.input_value("#id_concurrency_steps") == "2, 4"
