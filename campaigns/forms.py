@@ -104,6 +104,20 @@ class CampaignForm(forms.ModelForm):
         ]  # fmt: skip
         widgets = {"description": forms.Textarea(attrs={"rows": 2})}
 
+    SECTIONS = (
+        ("What", ("name", "description", "kind", "engine")),
+        ("Where", ("sources", "destinations", "direction", "source_path", "destination_path")),
+        ("Files", ("file_count", "file_size", "file_mix", "create_sources", "source_file_count")),
+        ("How each copy is made", ("tpc_mode", "checksum_mode", "checksum_algorithm", "streams", "tcp_buffer_size",
+                                   "timeout", "retries", "overwrite", "create_parent")),
+        ("Concurrency", ("concurrency_steps", "step_seconds", "step_files")),
+        ("Budgets and stopping", ("max_bytes", "max_duration", "cancel_grace")),
+    )  # fmt: skip
+
+    def fieldsets(self) -> list[tuple[str, list]]:
+        """The fields in the groups the page shows them in (every field exactly once)."""
+        return [(title, [self[name] for name in names]) for title, names in self.SECTIONS]
+
     def clean(self):
         data = super().clean()
         if data.get("kind") == "transfer" and "destinations" in data and not data.get("destinations"):

@@ -132,3 +132,10 @@ def test_detail_lists_the_latest_50_runs_in_constant_queries(client, viewer, dja
         page = client.get(f"/campaigns/{campaign.pk}/")
     shown = page.context["object"].recent_runs
     assert len(shown) == 50 and shown[0].pk == Run.objects.filter(campaign=campaign).latest("created").pk
+
+
+def test_form_sections_hold_every_field_once():
+    from campaigns.forms import CampaignForm
+
+    named = [name for _, names in CampaignForm.SECTIONS for name in names]
+    assert sorted(named) == sorted(CampaignForm.base_fields) and len(named) == len(set(named))
