@@ -53,6 +53,9 @@ def host_metrics(request: HttpRequest, pk: int) -> JsonResponse:
         {
             "host": host.name,
             "bucket_seconds": width,
+            "start": start.timestamp() * 1000,
+            # The last bucket's point sits at its middle, up to half a bucket after now.
+            "end": (end.timestamp() + width) * 1000,
             "metrics": host_series([host.pk], start, end, width),
             "events": [
                 {"time": e.time.timestamp() * 1000, "kind": e.kind, "label": e.get_kind_display(),

@@ -25,7 +25,7 @@
     return (value < 0 ? "-" : "") + shown + " " + PREFIXES[i] + unit;
   }
   function formatter(unit) {
-    if (unit === "%") return function (v) { return Math.round(v) + " %"; };
+    if (unit === "%") return function (v) { return Number(Number(v).toPrecision(3)) + " %"; };
     if (!unit) return function (v) { return String(Number(Number(v).toPrecision(3))); };
     return function (v) { return si(v, unit); };
   }
@@ -58,9 +58,11 @@
 
   /* ---- Chart factories ------------------------------------------------------------------ */
 
-  function timeAxis() {
+  function timeAxis(min, max) {
     return {
       type: "time",
+      min: min,
+      max: max,
       title: { display: true, text: "time" },
       time: { minUnit: "second", tooltipFormat: "yyyy-MM-dd HH:mm:ss" },
       ticks: { maxRotation: 0, autoSkip: true, maxTicksLimit: 8 },
@@ -126,7 +128,8 @@
     var points = [];
     for (var k = 0; k < xs.length; k++) points.push({ x: xs[k], y: ys[k] });
     return Object.assign(
-      { label: label, data: points, borderColor: colour(i), backgroundColor: colour(i), pointRadius: 0, borderWidth: 1.5, tension: 0.2 },
+      { label: label, data: points, borderColor: colour(i), backgroundColor: colour(i), pointRadius: points.length < 30 ? 2 : 0,
+        borderWidth: 1.5, tension: 0.2 },
       extra || {}
     );
   }
@@ -298,13 +301,16 @@
         metrics.forEach(function (metric, i) {
           var byHost = (data.metrics || {})[metric] || {};
           Object.keys(byHost).forEach(function (host) {
-            sets.push({ label: metric, data: byHost[host].map(function (p) { return { x: p[0], y: p[1] }; }),
-              borderColor: colour(i), backgroundColor: colour(i), pointRadius: 0, borderWidth: 1.5, unit: unit });
+            var points = byHost[host].map(function (p) { return { x: p[0], y: p[1] }; });
+            // A few samples only (a collector just started): show them as dots.
+            sets.push({ label: metric, data: points, borderColor: colour(i), backgroundColor: colour(i),
+              pointRadius: points.length < 30 ? 3 : 0, borderWidth: 1.5, unit: unit });
           });
         });
         if (!sets.length) { noData(c, "No sample in this window."); return; }
         clearNoData(c);
-        makeChart(c, "line", sets, { x: timeAxis(), y: valueAxis(c.getAttribute("data-title"), unit) }, data.events);
+        makeChart(c, "line", sets, { x: timeAxis(data.start, data.end), y: valueAxis(c.getAttribute("data-title"), unit) },
+          data.events);
       });
     }).catch(function (err) { console.error(err); });
   }

@@ -139,3 +139,31 @@ def test_create_start_watch_and_compare(page, live_server, worker, admin_user):
     page.wait_for_function("() => document.querySelector('[data-chart=compare-steps]')._chart !== undefined")
     page.screenshot(path=str(SCREENSHOTS / "compare-page.png"), full_page=True)
     assert page.js_errors == []
+
+
+def test_host_page_draws_real_samples_with_events(page, live_server, admin_user):
+    from collectors.models import Host
+    from collectors.sampling import HostCollector
+
+    host = Host.objects.create(name="this-machine", address="127.0.0.1")
+    collector = HostCollector(host)
+    # Rates need two readings: this machine's own /proc, sampled for real.
+    for _ in range(3):
+        collector.tick()
+        time.sleep(1.0)
+    log_event("config_change", "xrootd.chksum max 16 -> 48", source="operator", host=host)
+    log_in(page, live_server, admin_user.username)
+    page.goto(f"{live_server.url}/hosts/{host.pk}/?range=1h")
+    for metric in ("cpu.percent", "load1", "net.rx_bps,net.tx_bps", "mem.used"):
+        page.wait_for_function(
+            f"() => {{ const c = document.querySelector('[data-metric=\"{metric}\"]')._chart;"
+            " return c && c.data.datasets.length > 0 && c.data.datasets[0].data.length > 0; }"
+        )
+    annotations = page.evaluate(
+        "() => Object.keys(document.querySelector('[data-metric=\"cpu.percent\"]')._chart"
+        ".options.plugins.annotation.annotations).length"
+    )
+    assert annotations == 1
+    assert "xrootd.chksum max 16 -&gt; 48" in page.content() or "xrootd.chksum max 16 -> 48" in page.inner_text("main")
+    page.screenshot(path=str(SCREENSHOTS / "host-page.png"), full_page=True)
+    assert page.js_errors == []
