@@ -113,7 +113,7 @@ def _rows(run: Run) -> Iterator[tuple]:
     return Transfer.objects.filter(run=run).values_list(*_FIELDS).iterator(chunk_size=20000)
 
 
-def _door_names(endpoint_ids: Iterable[int]) -> dict[int, str]:
+def door_names(endpoint_ids: Iterable[int]) -> dict[int, str]:
     """A door is a host serving the endpoint; without registered hosts, the URL's host:port."""
     names: dict[int, str] = {}
     for ep in Endpoint.objects.filter(pk__in=set(endpoint_ids)).prefetch_related("hosts"):
@@ -151,7 +151,7 @@ def run_summary(run: Run, exclude: list[tuple[datetime, datetime]] | None = None
         by_source[src].add(*values)
     concurrency = {s.index: s.concurrency for s in run.steps.all()}
     endpoint_names = dict(Endpoint.objects.filter(pk__in={*by_source, *by_destination}).values_list("pk", "name"))
-    doors = _door_names({*by_source, *by_destination})
+    doors = door_names({*by_source, *by_destination})
     mode = (run.snapshot.get("parameters") or {}).get("tpc_mode", "auto")
     # The door that does the work: the destination pulls (the default), the source pushes.
     working_side = by_source if mode == "push" else by_destination

@@ -37,20 +37,25 @@ def _window(run: Run) -> tuple[datetime, datetime] | None:
     return run.started_at, run.finished_at or timezone.now()
 
 
-def disturbing_events(run: Run, margin: timedelta = timedelta(0)) -> QuerySet[Event]:
-    """The disturbing events in the run's window (widened by `margin`) that touch its scope."""
+def scope_events(run: Run, margin: timedelta = timedelta(0), kinds: tuple | None = None) -> QuerySet[Event]:
+    """The events in the run's window (widened by `margin`) that touch its scope, the run's
+    own included; `kinds` narrows them (the charts draw them all)."""
     window = _window(run)
     if window is None:
         return Event.objects.none()
     hosts, backends, endpoints = run_scope(run)
     site_wide = Q(host__isnull=True, backend__isnull=True, endpoint__isnull=True, run__isnull=True)
     touches = Q(host__in=hosts) | Q(backend__in=backends) | Q(endpoint__in=endpoints) | site_wide
-    return (
-        Event.objects.filter(kind__in=DISTURBING_KINDS, time__gte=window[0] - margin, time__lte=window[1] + margin)
-        .filter(touches)
-        .select_related("host", "backend", "endpoint")
-        .order_by("time")
-    )
+    in_window = Q(time__gte=window[0] - margin, time__lte=window[1] + margin) & touches
+    # Without a kind filter the run's own start and end count too: they are logged a moment
+    # outside its window.
+    selected = in_window & Q(kind__in=kinds) if kinds is not None else in_window | Q(run=run)
+    return Event.objects.filter(selected).select_related("host", "backend", "endpoint").order_by("time")
+
+
+def disturbing_events(run: Run, margin: timedelta = timedelta(0)) -> QuerySet[Event]:
+    """The disturbing events in the run's window (widened by `margin`) that touch its scope."""
+    return scope_events(run, margin, kinds=DISTURBING_KINDS)
 
 
 def refresh_disturbed(run: Run) -> bool:

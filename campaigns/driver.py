@@ -20,7 +20,7 @@ from django.conf import settings
 from django.db import DatabaseError, close_old_connections, connection, transaction
 from django.utils import timezone
 
-from campaigns import analysis, cleanup, disturbance, runs, transfer_store, verdicts
+from campaigns import analysis, charts, cleanup, disturbance, runs, transfer_store, verdicts
 from campaigns.choices import CampaignKind, RunState, TransferState
 from campaigns.copy_pool import CopyPool
 from campaigns.engines.base import CopyOptions, CopyResult, EndpointCredentials
@@ -194,6 +194,7 @@ class RunDriver:
             heartbeat_at=now,
         )
         run.refresh_from_db()
+        charts.store_timeline(run)
         log_event(
             "run_end",
             f"Run {run} {state}: {run.files_done} ok, {run.files_failed} failed, {run.files_skipped} skipped"

@@ -1,10 +1,177 @@
-"""Forms of the campaigns app: a campaign's schedule, edited on the campaign's page."""
+"""Forms of the campaigns app: a campaign and its schedule. The model validates every knob
+(field validators and Campaign.clean); these fields only turn what a person types into the
+model's values, and say in a sentence what they could not read."""
 
 from __future__ import annotations
 
 from django import forms
 
-from campaigns.models import SCHEDULE_SETTINGS, CampaignSchedule
+from campaigns.models import SCHEDULE_SETTINGS, Campaign, CampaignSchedule, Endpoint
+from storageops.units import parse_size
+
+
+class SizeField(forms.CharField):
+    """Bytes typed as 100 MB, 9 GB or 1000000."""
+
+    def to_python(self, value):
+        value = super().to_python(value)
+        if value in self.empty_values:
+            return None
+        try:
+            return parse_size(value)
+        except ValueError as exc:
+            raise forms.ValidationError(str(exc)) from None
+
+    def prepare_value(self, value):
+        if isinstance(value, int) and value and value % 1000**2 == 0:
+            return f"{value // 1000**2} MB" if value < 1000**3 or value % 1000**3 else f"{value // 1000**3} GB"
+        return value
+
+
+class ConcurrencyStepsField(forms.CharField):
+    """One concurrency, or a sweep written as 1, 2, 4, 8."""
+
+    def to_python(self, value):
+        value = super().to_python(value)
+        if value in self.empty_values:
+            return None
+        parts = [p.strip() for p in value.replace(";", ",").split(",") if p.strip()]
+        try:
+            return [int(p) for p in parts]
+        except ValueError:
+            raise forms.ValidationError(
+                "Write whole numbers separated by commas, e.g. 1, 2, 4, 8 (got %(value)r).", params={"value": value}
+            ) from None
+
+    def prepare_value(self, value):
+        return ", ".join(str(v) for v in value) if isinstance(value, list) else value
+
+
+class FileMixField(forms.CharField):
+    """A file mix, one "count x size" a line, e.g. "9000 x 9 GB"."""
+
+    widget = forms.Textarea(attrs={"rows": 3})
+
+    def to_python(self, value):
+        value = super().to_python(value)
+        if value in self.empty_values:
+            return []
+        mix = []
+        for n, line in enumerate(value.splitlines(), 1):
+            if not line.strip():
+                continue
+            count, sep, size = line.replace("×", "x").partition("x")
+            if not sep:
+                raise forms.ValidationError("Line %(n)s: write count x size, e.g. 9000 x 9 GB.", params={"n": n})
+            try:
+                mix.append({"count": int(count.strip().replace(",", "")), "size": parse_size(size)})
+            except ValueError as exc:
+                raise forms.ValidationError("Line %(n)s: %(err)s", params={"n": n, "err": exc}) from None
+        return mix
+
+    def prepare_value(self, value):
+        if isinstance(value, list):
+            return "\n".join(f"{item.get('count')} x {item.get('size')}" for item in value if isinstance(item, dict))
+        return value
+
+
+class CampaignForm(forms.ModelForm):
+    sources = forms.ModelMultipleChoiceField(
+        Endpoint.objects.select_related("backend"), widget=forms.CheckboxSelectMultiple,
+        help_text="Where files are read from.",
+    )  # fmt: skip
+    destinations = forms.ModelMultipleChoiceField(
+        Endpoint.objects.select_related("backend"), widget=forms.CheckboxSelectMultiple, required=False,
+        help_text="Where files are written to (a transfer campaign needs at least one).",
+    )  # fmt: skip
+    file_size = SizeField(initial="100 MB", help_text="e.g. 100 MB, 9 GB or 1000000 (bytes).")
+    file_mix = FileMixField(
+        required=False, help_text="Overrides count × size: one line each, e.g. 9000 x 9 GB then 6000 x 4 GB."
+    )
+    max_bytes = SizeField(required=False, label="Byte budget", help_text="Stop cleanly after this much, e.g. 10 TB.")
+    concurrency_steps = ConcurrencyStepsField(
+        initial="1", help_text="One value for a fixed concurrency, several for a sweep, e.g. 1, 2, 4, 8."
+    )
+
+    class Meta:
+        model = Campaign
+        fields = [
+            "name", "description", "kind", "engine", "sources", "destinations", "source_path", "destination_path",
+            "create_sources", "file_count", "file_size", "file_mix", "source_file_count", "direction", "tpc_mode",
+            "checksum_mode", "checksum_algorithm", "streams", "tcp_buffer_size", "timeout", "overwrite",
+            "create_parent", "retries", "concurrency_steps", "step_seconds", "step_files", "max_bytes",
+            "max_duration", "cancel_grace",
+        ]  # fmt: skip
+        widgets = {"description": forms.Textarea(attrs={"rows": 2})}
+
+    SECTIONS = (
+        ("What", ("name", "description", "kind", "engine")),
+        ("Where", ("sources", "destinations", "direction", "source_path", "destination_path")),
+        ("Files", ("file_count", "file_size", "file_mix", "create_sources", "source_file_count")),
+        ("How each copy is made", ("tpc_mode", "checksum_mode", "checksum_algorithm", "streams", "tcp_buffer_size",
+                                   "timeout", "retries", "overwrite", "create_parent")),
+        ("Concurrency", ("concurrency_steps", "step_seconds", "step_files")),
+        ("Budgets and stopping", ("max_bytes", "max_duration", "cancel_grace")),
+    )  # fmt: skip
+
+    def fieldsets(self) -> list[tuple[str, list]]:
+        """The fields in the groups the page shows them in (every field exactly once)."""
+        return [(title, [self[name] for name in names]) for title, names in self.SECTIONS]
+
+    def clean(self):
+        data = super().clean()
+        if data.get("kind") == "transfer" and "destinations" in data and not data.get("destinations"):
+            self.add_error("destinations", "A transfer campaign needs at least one destination.")
+        return data
+
+
+class CloneForm(forms.Form):
+    name = forms.CharField(max_length=100, help_text="The new campaign's name.")
+
+
+class CompareForm(forms.Form):
+    """Which runs to put side by side, and what to trim from each."""
+
+    runs = forms.CharField(required=False, help_text="Run ids, e.g. 12, 15 (2 to 8 of them).", widget=forms.TextInput())
+    campaign = forms.ModelChoiceField(
+        Campaign.objects.all(), required=False, empty_label="—",
+        help_text="Or: the latest finished run of each backend of this campaign.",
+    )  # fmt: skip
+    warmup = forms.FloatField(
+        required=False, min_value=0, max_value=7 * 86400, label="Leave out the first (s)",
+        help_text="Warm-up: copies that started this soon after the run began.",
+    )  # fmt: skip
+    tail = forms.FloatField(
+        required=False, min_value=0, max_value=7 * 86400, label="Leave out the last (s)",
+        help_text="Tail: copies that ended this close to the run's end.",
+    )  # fmt: skip
+    margin = forms.FloatField(
+        required=False, min_value=0, max_value=86400, label="Leave out around events (s)",
+        help_text="Minutes around restarts and config changes: copies overlapping them are left out.",
+    )  # fmt: skip
+
+    def __init__(self, data=None, *args, **kwargs):
+        # runs=1&runs=2 (checkboxes of the runs list) and runs=1,2 (typed) mean the same.
+        if data is not None and hasattr(data, "getlist") and len(data.getlist("runs")) > 1:
+            data = data.copy()
+            data["runs"] = ",".join(sorted(data.getlist("runs"), key=lambda v: (len(v), v)))
+        super().__init__(data, *args, **kwargs)
+
+    def clean_runs(self) -> list[int]:
+        text = self.cleaned_data["runs"]
+        try:
+            ids = [int(p) for p in text.replace(";", ",").replace(" ", ",").split(",") if p.strip()]
+        except ValueError:
+            raise forms.ValidationError("Give run ids separated by commas, e.g. 12, 15.") from None
+        if ids and not 2 <= len(set(ids)) <= 8:
+            raise forms.ValidationError("Pick 2 to 8 different runs (got %(n)s).", params={"n": len(set(ids))})
+        return ids
+
+    def clean(self):
+        data = super().clean()
+        if not self.errors and not data.get("runs") and not data.get("campaign"):
+            raise forms.ValidationError("Pick 2 to 8 runs, or a campaign to compare its backends' latest runs.")
+        return data
 
 
 class CampaignScheduleForm(forms.ModelForm):

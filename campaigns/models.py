@@ -565,3 +565,15 @@ class CampaignSchedule(BaseModel):
 
 
 from campaigns.models_fts import FtsInstance, FtsLinkLimit  # noqa: E402,F401  (models of this app)
+
+
+class RunChart(models.Model):
+    """A finished run's time series, computed once at its end: a chart of a million-transfer
+    run must not re-read a million rows on every page view."""
+
+    run = models.OneToOneField(Run, on_delete=models.CASCADE, primary_key=True, related_name="chart")
+    computed_at = models.DateTimeField(auto_now=True)
+    data = models.JSONField(default=dict)
+
+    def __str__(self) -> str:
+        return f"chart of run {self.run_id}"

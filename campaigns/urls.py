@@ -1,15 +1,25 @@
 from django.urls import path
 
-from campaigns import views
+from campaigns import compare_views, run_views, views
 
 app_name = "campaigns"
 urlpatterns = [
     path("", views.CampaignListView.as_view(), name="campaign_list"),
+    path("new/", views.campaign_create, name="campaign_create"),
     path("<int:pk>/", views.CampaignDetailView.as_view(), name="campaign_detail"),
     path("<int:pk>/schedule/", views.campaign_schedule, name="campaign_schedule"),
-    path("runs/", views.RunListView.as_view(), name="run_list"),
-    path("runs/<int:pk>/", views.RunDetailView.as_view(), name="run_detail"),
-    path("runs/<int:pk>/progress/", views.run_progress, name="run_progress"),
+    path("<int:pk>/edit/", views.campaign_edit, name="campaign_edit"),
+    path("<int:pk>/clone/", views.campaign_clone, name="campaign_clone"),
+    path("<int:pk>/start/", views.campaign_start, name="campaign_start"),
+    path("runs/", run_views.RunListView.as_view(), name="run_list"),
+    path("runs/<int:pk>/", run_views.RunDetailView.as_view(), name="run_detail"),
+    path("runs/<int:pk>/progress/", run_views.run_progress, name="run_progress"),
+    path("runs/<int:pk>/cancel/", run_views.run_cancel, name="run_cancel"),
+    path("runs/<int:pk>/transfers/", run_views.run_transfers, name="run_transfers"),
+    path("runs/<int:pk>/errors/<str:category>/", run_views.run_errors, name="run_errors"),
+    path("runs/<int:pk>/charts/<str:name>.json", run_views.run_chart, name="run_chart"),
+    path("compare/", compare_views.compare_page, name="compare"),
+    path("compare/data.json", compare_views.compare_data, name="compare_data"),
     path("backends/", views.BackendListView.as_view(), name="backend_list"),
     path("backends/<int:pk>/", views.BackendDetailView.as_view(), name="backend_detail"),
     path("endpoints/<int:pk>/", views.EndpointDetailView.as_view(), name="endpoint_detail"),

@@ -1,16 +1,25 @@
-"""Host and event pages (thin: queries and templates only)."""
+"""Host and event pages (thin: queries and templates; metric_series does the aggregating)."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from django.contrib import messages
 from django.contrib.auth.decorators import permission_required
-from django.http import HttpRequest, HttpResponse
-from django.shortcuts import redirect, render
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
 from django.views.generic import DetailView, ListView
 
+from collectors.choices import DISTURBING_KINDS
 from collectors.events import log_event
+from collectors.filters import EventFilter
 from collectors.forms import EventForm
+from collectors.metric_series import host_series
 from collectors.models import Event, Host
+from storageops.buckets import bucket_seconds
+
+HOST_RANGES = {"1h": 1, "6h": 6, "24h": 24, "7d": 24 * 7}
 
 
 class HostListView(ListView):
@@ -20,13 +29,63 @@ class HostListView(ListView):
 class HostDetailView(DetailView):
     model = Host
 
+    def get_queryset(self):
+        return Host.objects.prefetch_related("endpoints")
+
+    def get_context_data(self, **kwargs):
+        context = super().get_context_data(**kwargs)
+        chosen = self.request.GET.get("range", "6h")
+        context["range"] = chosen if chosen in HOST_RANGES else "6h"
+        context["ranges"] = list(HOST_RANGES)
+        context["events"] = Event.objects.filter(host=self.object).select_related("run")[:20]
+        return context
+
+
+def host_metrics(request: HttpRequest, pk: int) -> JsonResponse:
+    """A host's chart series over the chosen range, and its events in that range."""
+    host = get_object_or_404(Host, pk=pk)
+    hours = HOST_RANGES.get(request.GET.get("range", "6h"), 6)
+    end = timezone.now()
+    start = end - timedelta(hours=hours)
+    width = bucket_seconds(hours * 3600)
+    events = Event.objects.filter(host=host, time__gte=start, time__lte=end).order_by("time")
+    return JsonResponse(
+        {
+            "host": host.name,
+            "bucket_seconds": width,
+            "start": start.timestamp() * 1000,
+            # The last bucket's point sits at its middle, up to half a bucket after now.
+            "end": (end.timestamp() + width) * 1000,
+            "metrics": host_series([host.pk], start, end, width),
+            "events": [
+                {"time": e.time.timestamp() * 1000, "kind": e.kind, "label": e.get_kind_display(),
+                 "summary": e.summary, "host": None, "disturbing": e.kind in DISTURBING_KINDS}
+                for e in events
+            ],
+        }
+    )  # fmt: skip
+
 
 class EventListView(ListView):
+    """The change & restart timeline, filtered with the API's filterset."""
+
     model = Event
     paginate_by = 100
 
     def get_queryset(self):
-        return Event.objects.select_related("host", "backend", "endpoint", "run")
+        self.filterset = EventFilter(
+            self.request.GET or None,
+            queryset=Event.objects.select_related("host", "backend", "endpoint", "run", "run__campaign"),
+        )
+        return self.filterset.qs if self.filterset.is_bound and self.filterset.is_valid() else self.filterset.queryset
+
+    def get_context_data(self, **kwargs):
+        context = super().get_context_data(**kwargs)
+        context["filter"] = self.filterset
+        query = self.request.GET.copy()
+        query.pop("page", None)
+        context["query"] = query.urlencode()
+        return context
 
 
 @permission_required("collectors.add_event", raise_exception=True)

@@ -43,3 +43,27 @@ def human_duration(seconds: float | str | None) -> str:
     if hours:
         return f"{hours} h {minutes:02d} min"
     return f"{minutes} min {secs:02d} s"
+
+
+_SIZE_UNITS = {"": 1, "B": 1, "K": 1000, "M": 1000**2, "G": 1000**3, "T": 1000**4, "P": 1000**5}
+
+
+def parse_size(text: str) -> int:
+    """'9 GB', '100MB', '1.5 TB', '4e9' or '1000' as a whole number of bytes (SI, like
+    the pages show them; KiB/MiB/GiB are powers of two). Raises ValueError with a sentence."""
+    import re
+
+    cleaned = str(text).strip().replace(",", "").replace("_", "")
+    match = re.fullmatch(r"(\d+(?:\.\d+)?(?:[eE]\d+)?)\s*([kKMGTP]?)(i?)[bB]?", cleaned)
+    if not match:
+        raise ValueError(f"{text!r} is not a size: write e.g. 100 MB, 9 GB or 1000000.")
+    number, prefix, binary = match.groups()
+    unit = _SIZE_UNITS[prefix.upper()]
+    if binary:
+        if not prefix:
+            raise ValueError(f"{text!r} is not a size: write e.g. 100 MB, 9 GB or 1000000.")
+        unit = 1024 ** ("KMGTP".index(prefix.upper()) + 1)
+    value = float(number) * unit
+    if value != int(value):
+        raise ValueError(f"{text!r} is not a whole number of bytes.")
+    return int(value)

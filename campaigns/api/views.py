@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from django.core.exceptions import ValidationError
-from django.db import transaction
 from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -13,7 +12,7 @@ from rest_framework.pagination import CursorPagination
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from campaigns import comparison, exports, runs, scheduling, verdicts
+from campaigns import comparison, editing, exports, runs, scheduling, verdicts
 from campaigns.api.serializers import (
     BackendSerializer,
     CampaignScheduleSerializer,
@@ -23,6 +22,7 @@ from campaigns.api.serializers import (
     RunSerializer,
     TransferSerializer,
 )
+from campaigns.filters import TransferFilter
 from campaigns.models import Backend, Campaign, CampaignSchedule, Endpoint, FtsInstance, Run, Transfer
 from storageops.api.auth import RolePermission
 from storageops.api.base import BaseViewSet
@@ -69,14 +69,7 @@ class CampaignViewSet(BaseViewSet):
         """Copy this campaign, endpoints included, under a new name."""
         body = CloneSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        original = self.get_object()
-        with transaction.atomic():
-            copy = Campaign.objects.get(pk=original.pk)
-            copy.pk = None
-            copy.name = body.validated_data["name"]
-            copy.save()
-            copy.sources.set(original.sources.all())
-            copy.destinations.set(original.destinations.all())
+        copy = editing.clone_campaign(self.get_object(), body.validated_data["name"])
         return Response(CampaignSerializer(copy, context={"request": request}).data, status=status.HTTP_201_CREATED)
 
 
@@ -181,33 +174,14 @@ class ComparisonView(APIView):
     )
     def get(self, request):
         runs_param, campaign = request.query_params.get("runs", ""), request.query_params.get("campaign", "")
-        if runs_param:
-            try:
-                ids = [int(x) for x in runs_param.split(",") if x.strip()]
-            except ValueError:
-                raise ValidationError({"runs": "Give run ids separated by commas, e.g. 12,15."}) from None
-            found = {r.pk: r for r in Run.objects.select_related("campaign").filter(pk__in=ids)}
-            missing = [i for i in ids if i not in found]
-            if missing:
-                raise ValidationError({"runs": f"No run with id {', '.join(map(str, missing))}."})
-            selected = [found[i] for i in ids]
-        elif campaign.isdigit():
-            selected = latest_per_backend(int(campaign))
-        else:
+        try:
+            ids = [int(x) for x in runs_param.split(",") if x.strip()]
+        except ValueError:
+            raise ValidationError({"runs": "Give run ids separated by commas, e.g. 12,15."}) from None
+        if not ids and not campaign.isdigit():
             raise ValidationError({"runs": "Give runs=ID,ID… or campaign=ID."})
-        if not 1 <= len(selected) <= comparison.MAX_RUNS:
-            raise ValidationError({"runs": f"Compare 1 to {comparison.MAX_RUNS} runs."})
+        selected = comparison.select_runs(ids, int(campaign) if not ids else None)
         return Response(comparison.compare(selected))
-
-
-def latest_per_backend(campaign_id: int) -> list[Run]:
-    """The latest finished run of each destination backend among a campaign's runs."""
-    chosen: dict[tuple, Run] = {}
-    for run in Run.objects.select_related("campaign").filter(campaign_id=campaign_id, finished_at__isnull=False):
-        key = tuple(sorted(ep.get("backend_name", "") for ep in run.snapshot.get("destinations", [])))
-        if key not in chosen or run.finished_at > chosen[key].finished_at:
-            chosen[key] = run
-    return sorted(chosen.values(), key=lambda r: r.pk)[: comparison.MAX_RUNS]
 
 
 class TransferCursor(CursorPagination):
@@ -223,12 +197,4 @@ class TransferViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets
     serializer_class = TransferSerializer
     permission_classes = [RolePermission]
     pagination_class = TransferCursor
-    filterset_fields = {
-        "run": ["exact"],
-        "state": ["exact"],
-        "error_category": ["exact"],
-        "step": ["exact"],
-        "source_endpoint": ["exact"],
-        "destination_endpoint": ["exact"],
-        "finished_at": ["gte", "lte"],
-    }
+    filterset_class = TransferFilter

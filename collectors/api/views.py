@@ -3,6 +3,7 @@ from __future__ import annotations
 from rest_framework import mixins, viewsets
 
 from collectors.api.serializers import EventSerializer, HostSerializer, MetricSampleSerializer
+from collectors.filters import EventFilter
 from collectors.models import Event, Host, MetricSample
 from storageops.api.auth import RolePermission
 from storageops.api.base import BaseViewSet
@@ -18,16 +19,7 @@ class EventViewSet(mixins.CreateModelMixin, mixins.ListModelMixin, mixins.Retrie
     queryset = Event.objects.select_related("host", "backend", "endpoint", "run")
     serializer_class = EventSerializer
     permission_classes = [RolePermission]
-    filterset_fields = {
-        "kind": ["exact"],
-        "source": ["exact"],
-        "host": ["exact"],
-        "host__name": ["exact"],
-        "backend": ["exact"],
-        "endpoint": ["exact"],
-        "run": ["exact"],
-        "time": ["gte", "lte"],
-    }
+    filterset_class = EventFilter
 
 
 class MetricSampleViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):

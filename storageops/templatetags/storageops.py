@@ -16,3 +16,17 @@ def percent(value: float | None) -> str:
 @register.filter
 def get(mapping: dict, key: str):
     return mapping.get(key) if isinstance(mapping, dict) else None
+
+
+@register.filter
+def tail(value: str, length: int = 60) -> str:
+    """The end of a long text (a URL's file name matters more than its scheme and host)."""
+    text = str(value or "")
+    return text if len(text) <= length else "…" + text[-(length - 1) :]
+
+
+@register.filter
+def share(part: int | None, other: int | None) -> float | None:
+    """part / (part + other): a success rate from the ok and failed counts; None if both are 0."""
+    total = (part or 0) + (other or 0)
+    return (part or 0) / total if total else None

@@ -14,15 +14,9 @@ from campaigns.choices import RunState
 from campaigns.driver import RunDriver
 from campaigns.models import Run, Transfer
 from tests.support.factories import mock_campaign
+from tests.support.runs import drive
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def drive(campaign) -> Run:
-    run = runs.create_run(campaign, trigger="command")
-    RunDriver(run.pk).drive()
-    run.refresh_from_db()
-    return run
 
 
 def final_states(run: Run) -> dict[str, int]:

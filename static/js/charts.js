@@ -1,0 +1,325 @@
+/*
+ * Charts of the run, comparison and host pages. Each chart reads a small JSON endpoint
+ * (the server aggregates; nothing here walks transfers) and every time chart draws the
+ * events of the hosts and backends involved as vertical lines (chartjs-plugin-annotation).
+ * A live run's charts ask again every 5 s and stop once the server says the run ended.
+ *
+ * Loaded with "defer" after the vendored Chart.js, its date adapter and the annotation plugin.
+ */
+(function () {
+  "use strict";
+
+  var PALETTE = ["#3b7dd8", "#e0803a", "#3aa876", "#c94f7c", "#8a6fd1", "#b8a03a", "#4fb3c9", "#9a6a4a"];
+  var POLL_MS = 5000;
+
+  function colour(i) { return PALETTE[i % PALETTE.length]; }
+
+  /* ---- Units ---------------------------------------------------------------------------- */
+
+  var PREFIXES = ["", "k", "M", "G", "T", "P"];
+  function si(value, unit) {
+    if (value === null || value === undefined || isNaN(value)) return "–";
+    var i = 0, v = Math.abs(value);
+    while (v >= 1000 && i < PREFIXES.length - 1) { v /= 1000; i++; }
+    var shown = v >= 100 ? v.toFixed(0) : v >= 10 ? v.toFixed(1) : v.toFixed(2);
+    return (value < 0 ? "-" : "") + shown + " " + PREFIXES[i] + unit;
+  }
+  function formatter(unit) {
+    if (unit === "%") return function (v) { return Number(Number(v).toPrecision(3)) + " %"; };
+    if (!unit) return function (v) { return String(Number(Number(v).toPrecision(3))); };
+    return function (v) { return si(v, unit); };
+  }
+
+  /* ---- Annotations ---------------------------------------------------------------------- */
+
+  function annotations(events, origin) {
+    var out = {};
+    (events || []).forEach(function (e, i) {
+      var x = origin === undefined ? e.time : (e.time - origin) / 1000;
+      var warn = e.disturbing;
+      out["event" + i] = {
+        type: "line",
+        xMin: x,
+        xMax: x,
+        borderColor: warn ? "#d97706" : "#64748b",
+        borderWidth: warn ? 2 : 1,
+        borderDash: warn ? [] : [4, 4],
+        label: {
+          display: true,
+          content: e.label + (e.host ? " · " + e.host : ""),
+          position: "start",
+          font: { size: 10 },
+          backgroundColor: warn ? "rgba(217,119,6,0.85)" : "rgba(100,116,139,0.8)",
+        },
+      };
+    });
+    return out;
+  }
+
+  /* ---- Chart factories ------------------------------------------------------------------ */
+
+  function timeAxis(min, max) {
+    return {
+      type: "time",
+      min: min,
+      max: max,
+      title: { display: true, text: "time" },
+      time: { minUnit: "second", tooltipFormat: "yyyy-MM-dd HH:mm:ss" },
+      ticks: { maxRotation: 0, autoSkip: true, maxTicksLimit: 8 },
+    };
+  }
+
+  function valueAxis(title, unit, extra) {
+    var axis = { title: { display: true, text: title }, beginAtZero: true, ticks: { callback: formatter(unit) } };
+    return Object.assign(axis, extra || {});
+  }
+
+  function makeChart(canvas, type, datasets, scales, events, origin) {
+    var existing = canvas._chart;
+    var options = {
+      responsive: true,
+      maintainAspectRatio: false,
+      animation: false,
+      parsing: true,
+      interaction: { mode: "nearest", intersect: false },
+      scales: scales,
+      plugins: {
+        legend: { position: "bottom", labels: { boxWidth: 12 } },
+        annotation: { annotations: annotations(events, origin) },
+        tooltip: {
+          callbacks: {
+            label: function (ctx) {
+              var unit = ctx.dataset.unit || "";
+              var y = ctx.parsed.y;
+              return ctx.dataset.label + ": " + formatter(unit)(y);
+            },
+          },
+        },
+      },
+    };
+    if (existing) {
+      existing.data.datasets = datasets;
+      existing.options.scales = scales;
+      existing.options.plugins.annotation.annotations = annotations(events, origin);
+      existing.update("none");
+      return existing;
+    }
+    canvas._chart = new window.Chart(canvas, { type: type, data: { datasets: datasets }, options: options });
+    return canvas._chart;
+  }
+
+  function noData(canvas, text) {
+    var box = canvas.parentElement;
+    var note = box.querySelector(".chart-empty");
+    if (!note) {
+      note = document.createElement("p");
+      note.className = "chart-empty muted";
+      box.appendChild(note);
+    }
+    note.textContent = text;
+  }
+
+  function clearNoData(canvas) {
+    var note = canvas.parentElement.querySelector(".chart-empty");
+    if (note) note.remove();
+  }
+
+  function line(label, xs, ys, i, extra) {
+    var points = [];
+    for (var k = 0; k < xs.length; k++) points.push({ x: xs[k], y: ys[k] });
+    return Object.assign(
+      { label: label, data: points, borderColor: colour(i), backgroundColor: colour(i), pointRadius: points.length < 30 ? 2 : 0,
+        borderWidth: 1.5, tension: 0.2 },
+      extra || {}
+    );
+  }
+
+  function getJSON(url) {
+    return fetch(url, { headers: { Accept: "application/json" }, credentials: "same-origin" }).then(function (r) {
+      if (!r.ok) throw new Error(url + " answered " + r.status);
+      return r.json();
+    });
+  }
+
+  /* ---- Run page ------------------------------------------------------------------------- */
+
+  function runCharts(root) {
+    var base = root.getAttribute("data-base");
+    function url(name) { return base.replace(/timeline\.json$/, name + ".json"); }
+    function canvas(name) { return root.querySelector('[data-chart="' + name + '"]'); }
+
+    function draw() {
+      return Promise.all([url("events"), url("timeline"), url("steps"), url("scatter"), url("errors"), url("hosts")].map(getJSON))
+        .then(function (parts) {
+          var events = parts[0].events, tl = parts[1], steps = parts[2].steps, sc = parts[3];
+          var errors = parts[4].errors, hosts = parts[5];
+          drawTimeline(tl, events);
+          drawSteps(steps);
+          drawScatter(sc);
+          drawErrors(errors);
+          drawHosts(hosts, events);
+          return parts[1].live;
+        });
+    }
+
+    function drawTimeline(tl, events) {
+      var c = canvas("throughput"), a = canvas("active");
+      if (!tl.times.length) {
+        noData(c, "No copy has finished yet.");
+        noData(a, "No copy has finished yet.");
+        return;
+      }
+      clearNoData(c); clearNoData(a);
+      var sets = [], i = 0;
+      Object.keys(tl.doors).forEach(function (name) {
+        sets.push(line("door " + name, tl.times, tl.doors[name], i++, { unit: "B/s" }));
+      });
+      sets.push(line("total", tl.times, tl.total, i++, { unit: "B/s", borderWidth: 2.5, borderColor: "#6b7280", backgroundColor: "#6b7280" }));
+      sets.push(line("rolling mean (" + tl.rolling_buckets + " × " + tl.bucket_seconds + " s)", tl.times, tl.rolling, i++,
+        { unit: "B/s", borderDash: [6, 3], borderWidth: 2 }));
+      makeChart(c, "line", sets, { x: timeAxis(), y: valueAxis("throughput (bytes/s)", "B/s") }, events);
+      var fails = line("failures per " + tl.bucket_seconds + " s", tl.times, tl.failures, 3, { type: "bar", yAxisID: "y2", unit: "" });
+      makeChart(a, "line", [line("copies in flight", tl.times, tl.active, 0, { unit: "", fill: true, backgroundColor: "rgba(59,125,216,0.15)" }), fails],
+        { x: timeAxis(), y: valueAxis("copies in flight (mean)", ""), y2: valueAxis("failures", "", { position: "right", grid: { drawOnChartArea: false } }) },
+        events);
+    }
+
+    function drawSteps(steps) {
+      var c = canvas("steps");
+      var points = steps.filter(function (s) { return s.throughput_bps; }).map(function (s) { return { x: s.concurrency, y: s.throughput_bps }; });
+      if (!points.length) { noData(c, "No step has a throughput yet."); return; }
+      clearNoData(c);
+      makeChart(c, "line", [{ label: "throughput per step", data: points, borderColor: colour(0), backgroundColor: colour(0), pointRadius: 4, unit: "B/s" }],
+        { x: { type: "linear", title: { display: true, text: "concurrency (copies at once)" }, ticks: { precision: 0 } }, y: valueAxis("throughput (bytes/s)", "B/s") }, []);
+    }
+
+    function drawScatter(sc) {
+      var c = canvas("scatter");
+      var note = root.querySelector("[data-scatter-note]");
+      if (note) note.textContent = "one successful copy in " + sc.sampled_every + " (" + sc.points.length + " points)";
+      if (!sc.points.length) { noData(c, "No successful copy yet."); return; }
+      clearNoData(c);
+      makeChart(c, "scatter", [{ label: "copies", data: sc.points, borderColor: colour(2), backgroundColor: colour(2), pointRadius: 2, unit: "s" }],
+        { x: { type: "linear", title: { display: true, text: "file size (bytes)" }, ticks: { callback: formatter("B") } },
+          y: valueAxis("duration (s)", "s") }, []);
+    }
+
+    function drawErrors(errors) {
+      var c = canvas("errors");
+      var list = document.getElementById("error-categories");
+      var tpl = list ? list.getAttribute("data-errors-url") : "";
+      if (list) {
+        list.replaceChildren();
+        errors.forEach(function (e) {
+          var b = document.createElement("button");
+          b.type = "button";
+          b.className = "btn btn-small";
+          b.textContent = e.category + " (" + e.count + ")";
+          b.setAttribute("data-category", e.category);
+          b.addEventListener("click", function () {
+            window.htmx.ajax("GET", tpl.replace("CATEGORY", e.category), { target: "#error-messages", swap: "innerHTML" });
+          });
+          list.appendChild(b);
+        });
+      }
+      if (!errors.length) { noData(c, "No failure."); return; }
+      clearNoData(c);
+      makeChart(c, "bar", [{ label: "failures", data: errors.map(function (e) { return { x: e.category, y: e.count }; }),
+        backgroundColor: colour(3), unit: "" }],
+        { x: { type: "category", title: { display: true, text: "error category" } }, y: valueAxis("failures (count)", "") }, []);
+    }
+
+    function drawHosts(hosts, events) {
+      root.querySelectorAll('[data-chart^="host:"]').forEach(function (c) {
+        var metric = c.getAttribute("data-chart").slice(5);
+        var unit = c.getAttribute("data-unit") || "";
+        var m = hosts.metrics || {};
+        var sets = [], i = 0;
+        var wanted = metric === "net" ? [["net.rx_bps", "received"], ["net.tx_bps", "sent"]] : [[metric, ""]];
+        wanted.forEach(function (w) {
+          var byHost = m[w[0]] || {};
+          Object.keys(byHost).forEach(function (host) {
+            sets.push({ label: host + (w[1] ? " " + w[1] : ""), data: byHost[host].map(function (p) { return { x: p[0], y: p[1] }; }),
+              borderColor: colour(i), backgroundColor: colour(i), pointRadius: 0, borderWidth: 1.5, unit: unit });
+            i++;
+          });
+        });
+        if (!sets.length) {
+          noData(c, (hosts.hosts || []).length
+            ? "No sample from the doors' collectors in this window."
+            : "No door of this run is registered as a host: register the doors and start their collectors to see this.");
+          return;
+        }
+        clearNoData(c);
+        var title = metric === "cpu.percent" ? "CPU busy (%)" : metric === "load1" ? "load average (1 min)" : "network (bytes/s)";
+        makeChart(c, "line", sets, { x: timeAxis(), y: valueAxis(title, unit, metric === "cpu.percent" ? { max: 100 } : {}) }, events);
+      });
+    }
+
+    function cycle() {
+      draw().then(function (live) {
+        if (live) setTimeout(cycle, POLL_MS);
+      }).catch(function (err) {
+        console.error(err);
+        setTimeout(cycle, POLL_MS * 2);
+      });
+    }
+    cycle();
+  }
+
+  /* ---- Comparison page ------------------------------------------------------------------ */
+
+  function compareCharts(root) {
+    getJSON(root.getAttribute("data-src")).then(function (data) {
+      var steps = [], time = [];
+      data.runs.forEach(function (r, i) {
+        var label = r.label + (r.disturbed ? " (disturbed)" : "");
+        var dash = r.disturbed ? [5, 4] : [];
+        steps.push({ label: label, data: r.steps, borderColor: colour(i), backgroundColor: colour(i), pointRadius: 4, borderDash: dash, unit: "B/s" });
+        time.push({ label: label, data: r.over_time, borderColor: colour(i), backgroundColor: colour(i), pointRadius: 0, borderWidth: 1.5, borderDash: dash, unit: "B/s" });
+      });
+      var maxC = 1, minC = Infinity;
+      data.runs.forEach(function (r) { r.steps.forEach(function (p) { maxC = Math.max(maxC, p.x); minC = Math.min(minC, p.x); }); });
+      var logX = maxC / (minC || 1) >= 8;
+      makeChart(root.querySelector('[data-chart="compare-steps"]'), "line", steps,
+        { x: { type: logX ? "logarithmic" : "linear", title: { display: true, text: "concurrency (copies at once)" }, ticks: { precision: 0 } },
+          y: valueAxis("throughput (bytes/s)", "B/s") }, []);
+      makeChart(root.querySelector('[data-chart="compare-time"]'), "line", time,
+        { x: { type: "linear", title: { display: true, text: "seconds since the run started" } },
+          y: valueAxis("throughput (bytes/s)", "B/s") }, []);
+    }).catch(function (err) { console.error(err); });
+  }
+
+  /* ---- Host page ------------------------------------------------------------------------ */
+
+  function hostCharts(root) {
+    getJSON(root.getAttribute("data-src")).then(function (data) {
+      root.querySelectorAll("[data-metric]").forEach(function (c) {
+        var metrics = c.getAttribute("data-metric").split(",");
+        var unit = c.getAttribute("data-unit") || "";
+        var sets = [];
+        metrics.forEach(function (metric, i) {
+          var byHost = (data.metrics || {})[metric] || {};
+          Object.keys(byHost).forEach(function (host) {
+            var points = byHost[host].map(function (p) { return { x: p[0], y: p[1] }; });
+            // A few samples only (a collector just started): show them as dots.
+            sets.push({ label: metric, data: points, borderColor: colour(i), backgroundColor: colour(i),
+              pointRadius: points.length < 30 ? 3 : 0, borderWidth: 1.5, unit: unit });
+          });
+        });
+        if (!sets.length) { noData(c, "No sample in this window."); return; }
+        clearNoData(c);
+        makeChart(c, "line", sets, { x: timeAxis(data.start, data.end), y: valueAxis(c.getAttribute("data-title"), unit) },
+          data.events);
+      });
+    }).catch(function (err) { console.error(err); });
+  }
+
+  document.addEventListener("DOMContentLoaded", function () {
+    if (!window.Chart) return;
+    if (window.StorageOps) window.StorageOps.applyChartTheme();
+    document.querySelectorAll("[data-run-charts]").forEach(runCharts);
+    document.querySelectorAll("[data-compare-charts]").forEach(compareCharts);
+    document.querySelectorAll("[data-host-charts]").forEach(hostCharts);
+  });
+})();

@@ -1,0 +1,141 @@
+"""Campaign pages: the form validates every knob and explains errors inline; clone, start."""
+
+from __future__ import annotations
+
+import pytest
+
+from campaigns.models import Campaign, Run
+from tests.support.factories import endpoint, mock_campaign
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def endpoints():
+    return endpoint("src-ep", "mock://src.test/data/"), endpoint("dst-ep", "mock://dst.test/data/?time=0")
+
+
+def form_data(src, dst, **overrides) -> dict:
+    data = {
+        "name": "sweep-1", "kind": "transfer", "engine": "gfal2", "sources": [src.pk], "destinations": [dst.pk],
+        "source_path": "storageops/source", "destination_path": "storageops/runs", "file_count": "20",
+        "file_size": "1 MB", "direction": "forward", "tpc_mode": "auto", "checksum_mode": "none",
+        "checksum_algorithm": "adler32", "streams": "1", "tcp_buffer_size": "0", "timeout": "60", "overwrite": "on",
+        "create_parent": "on", "retries": "0", "concurrency_steps": "1, 2, 4", "step_files": "5",
+        "cancel_grace": "10",
+    }  # fmt: skip
+    data.update(overrides)
+    return data
+
+
+def test_create_converts_units_and_sweeps(client, admin_user, endpoints):
+    client.force_login(admin_user)
+    assert client.get("/campaigns/new/").status_code == 200
+    response = client.post("/campaigns/new/", form_data(*endpoints, file_mix="90 x 9 GB\n60 x 4GB"))
+    assert response.status_code == 302, response.content.decode()[:3000]
+    campaign = Campaign.objects.get(name="sweep-1")
+    assert campaign.file_size == 1_000_000
+    assert campaign.concurrency_steps == [1, 2, 4]
+    assert campaign.file_mix == [{"count": 90, "size": 9 * 10**9}, {"count": 60, "size": 4 * 10**9}]
+    assert list(campaign.sources.all()) == [endpoints[0]]
+
+
+@pytest.mark.parametrize(
+    ("override", "field", "message"),
+    [
+        ({"concurrency_steps": "1, two"}, "concurrency_steps", "whole numbers separated by commas"),
+        ({"concurrency_steps": "1, 0"}, "concurrency_steps", "whole number from 1 to"),
+        ({"concurrency_steps": "1, 2", "step_files": ""}, "step_seconds", "needs a step length"),
+        ({"file_size": "lots"}, "file_size", "is not a size"),
+        ({"file_mix": "90 of 9 GB"}, "file_mix", "count x size"),
+        ({"streams": "65"}, "streams", "less than or equal to 64"),
+        ({"timeout": "0"}, "timeout", "greater than or equal to 1"),
+        ({"checksum_mode": "source"}, "checksum_mode", "known checksum"),
+        ({"tpc_mode": "streamed", "engine": "fts"}, "tpc_mode", "needs the gfal2 engine"),
+        ({"destinations": []}, "destinations", "at least one destination"),
+        ({"name": "bad/name"}, "name", "Use letters, digits"),
+        ({"destination_path": "../escape"}, "destination_path", ""),
+    ],
+)
+def test_each_bad_knob_is_explained_at_its_field(client, admin_user, endpoints, override, field, message):
+    client.force_login(admin_user)
+    response = client.post("/campaigns/new/", form_data(*endpoints, **override))
+    assert response.status_code == 400
+    errors = response.context["form"].errors
+    assert field in errors, errors
+    assert message in " ".join(errors[field])
+    html = response.content.decode()
+    assert f'id="id_{field}_errors"' in html or f'id="row-{field}"' in html
+    assert not Campaign.objects.exists()
+
+
+def test_edit_keeps_values_and_viewer_cannot(client, admin_user, viewer):
+    campaign = mock_campaign("edit-me", concurrency_steps=[1, 2], step_files=5)
+    client.force_login(viewer)
+    assert client.get(f"/campaigns/{campaign.pk}/edit/").status_code == 403
+    client.force_login(admin_user)
+    page = client.get(f"/campaigns/{campaign.pk}/edit/").content.decode()
+    assert 'value="1, 2"' in page
+    data = form_data(campaign.sources.get(), campaign.destinations.get(), name="edit-me", streams="4")
+    assert client.post(f"/campaigns/{campaign.pk}/edit/", data).status_code == 302
+    campaign.refresh_from_db()
+    assert campaign.streams == 4
+
+
+def test_clone_refuses_a_taken_name_then_copies(client, admin_user):
+    campaign = mock_campaign("orig")
+    client.force_login(admin_user)
+    taken = client.post(f"/campaigns/{campaign.pk}/clone/", {"name": "orig"})
+    assert taken.status_code == 400 and "already exists" in taken.content.decode()
+    assert client.post(f"/campaigns/{campaign.pk}/clone/", {"name": "orig 2"}).status_code == 302
+    copy = Campaign.objects.get(name="orig 2")
+    assert list(copy.destinations.all()) == list(campaign.destinations.all())
+
+
+def test_start_needs_the_operator_role_and_a_runnable_campaign(
+    client, viewer, operator, django_capture_on_commit_callbacks
+):
+    campaign = mock_campaign("startable")
+    client.force_login(viewer)
+    assert client.post(f"/campaigns/{campaign.pk}/start/").status_code == 403
+    client.force_login(operator)
+    with django_capture_on_commit_callbacks(execute=False):
+        response = client.post(f"/campaigns/{campaign.pk}/start/")
+    run = Run.objects.get(campaign=campaign)
+    assert response["Location"] == f"/campaigns/runs/{run.pk}/"
+    campaign.destinations.clear()
+    response = client.post(f"/campaigns/{campaign.pk}/start/", follow=True)
+    assert "no destination endpoint" in response.content.decode()
+
+
+def test_cancel_a_pending_run(client, operator, django_capture_on_commit_callbacks):
+    from campaigns import runs
+
+    run = runs.create_run(mock_campaign("cancel-me"))
+    client.force_login(operator)
+    client.post(f"/campaigns/runs/{run.pk}/cancel/")
+    run.refresh_from_db()
+    assert run.state == "cancelled"
+    again = client.post(f"/campaigns/runs/{run.pk}/cancel/", follow=True)
+    assert "nothing to cancel" in again.content.decode()
+
+
+def test_detail_lists_the_latest_50_runs_in_constant_queries(client, viewer, django_assert_max_num_queries):
+    from campaigns import runs
+
+    campaign = mock_campaign("many-runs")
+    for _ in range(52):
+        runs.create_run(campaign, trigger="command")
+    client.force_login(viewer)
+    client.get(f"/campaigns/{campaign.pk}/")
+    with django_assert_max_num_queries(12):
+        page = client.get(f"/campaigns/{campaign.pk}/")
+    shown = page.context["object"].recent_runs
+    assert len(shown) == 50 and shown[0].pk == Run.objects.filter(campaign=campaign).latest("created").pk
+
+
+def test_form_sections_hold_every_field_once():
+    from campaigns.forms import CampaignForm
+
+    named = [name for _, names in CampaignForm.SECTIONS for name in names]
+    assert sorted(named) == sorted(CampaignForm.base_fields) and len(named) == len(set(named))

@@ -1,0 +1,186 @@
+"""The run page, its transfers table (the API's filterset), the comparison page with its
+trimming, host and event pages, and the query counts of the list pages."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from campaigns import analysis, comparison, disturbance, runs
+from campaigns.driver import RunDriver
+from campaigns.models import Run, Transfer
+from collectors.events import log_event
+from collectors.models import Event, Host
+from tests.support.factories import mock_campaign
+from tests.support.runs import drive
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def two_runs() -> list[Run]:
+    a = drive(mock_campaign("cmp-a", dst_query="time=0.01", file_count=40, concurrency_steps=[1, 4], step_files=20))
+    b = drive(mock_campaign("cmp-b", dst_query="time=0.02", file_count=40, concurrency_steps=[1, 4], step_files=20,
+                            streams=2))  # fmt: skip
+    return [a, b]
+
+
+def test_run_page_and_transfers_table(client, viewer, two_runs):
+    run = two_runs[0]
+    client.force_login(viewer)
+    page = client.get(f"/campaigns/runs/{run.pk}/")
+    html = page.content.decode()
+    assert page.status_code == 200
+    assert 'data-chart="throughput"' in html and 'id="step-table"' in html
+    assert f"/api/v1/runs/{run.pk}/export/?as=csv" in html
+    # An ended run's progress block carries no polling trigger.
+    progress = client.get(f"/campaigns/runs/{run.pk}/progress/", headers={"HX-Request": "true"})
+    assert "hx-trigger" not in progress.content.decode() and progress["HX-Refresh"] == "true"
+    table = client.get(f"/campaigns/runs/{run.pk}/transfers/").content.decode()
+    assert table.count("<tr>") == 1 + 40  # header + 40 rows, under one page
+    failed_only = client.get(f"/campaigns/runs/{run.pk}/transfers/?state=failed").content.decode()
+    assert "No transfer matches" in failed_only
+    step1 = client.get(f"/campaigns/runs/{run.pk}/transfers/?step=1&after=25").content.decode()
+    assert step1.count("<tr>") == 1 + 14  # indexes 26..39
+    bad = client.get(f"/campaigns/runs/{run.pk}/transfers/?state=exploded")
+    assert "Select a valid choice" in bad.content.decode()
+
+
+def test_download_links_work_with_the_browser_session(client, viewer, two_runs):
+    run = two_runs[0]
+    client.force_login(viewer)
+    html = client.get(f"/campaigns/runs/{run.pk}/").content.decode()
+    for link, kind in ((f"/api/v1/runs/{run.pk}/export/?as=csv", "text/csv"),
+                       (f"/api/v1/runs/{run.pk}/export/?as=json", "application/json"),
+                       (f"/api/v1/runs/{run.pk}/steps-csv/", "text/csv")):  # fmt: skip
+        assert link in html
+        response = client.get(link)
+        assert response.status_code == 200 and response["Content-Type"].startswith(kind), link
+        body = b"".join(response.streaming_content).decode()
+        assert body.count("\n") >= (3 if "steps" in link else 41), link
+
+
+def test_transfer_pages_are_keyset_paged(client, viewer):
+    run = drive(mock_campaign("paged", file_count=120, concurrency_steps=[8]))
+    client.force_login(viewer)
+    first = client.get(f"/campaigns/runs/{run.pk}/transfers/")
+    assert first.context["next_after"] == 49
+    second = client.get(f"/campaigns/runs/{run.pk}/transfers/?after=49")
+    assert [t.index for t in second.context["rows"]][:2] == [50, 51]
+
+
+def test_comparison_page_reads_like_the_bnl_table(client, viewer, two_runs):
+    a, b = two_runs
+    client.force_login(viewer)
+    response = client.get(f"/campaigns/compare/?runs={a.pk}&runs={b.pk}")
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert 'id="compare-table"' in html and "Aggregate throughput" in html and "Peak step" in html
+    result = response.context["result"]
+    assert [r["run"] for r in result["runs"]] == [a.pk, b.pk]
+    assert "streams" in result["differing_parameters"]
+    assert any(p["name"] == "streams" and p["differs"] for p in result["parameter_table"])
+    data = client.get(f"/campaigns/compare/data.json?runs={a.pk},{b.pk}").json()
+    assert [len(r["steps"]) for r in data["runs"]] == [2, 2]
+    assert all(r["over_time"] for r in data["runs"])
+
+
+@pytest.mark.parametrize(
+    ("query", "message"),
+    [("runs=1", "Pick 2 to 8"), ("runs=a,b", "separated by commas"), ("runs=999998,999999", "No run with id"),
+     ("runs=1,2&warmup=-5", "greater than or equal to 0"), ("warmup=5", "Pick 2 to 8 runs, or a campaign")],
+)  # fmt: skip
+def test_comparison_refuses_bad_selections(client, viewer, query, message):
+    client.force_login(viewer)
+    response = client.get(f"/campaigns/compare/?{query}")
+    assert response.status_code == 400
+    assert message in response.content.decode()
+
+
+def test_trimming_leaves_out_warmup_and_event_minutes(two_runs):
+    run = two_runs[0]
+    untrimmed = comparison.trimmed_summary(run, comparison.Trim())
+    assert untrimmed["total"]["files_ok"] == 40
+    # The SQL figures agree with the stored Python summary when nothing is trimmed.
+    assert untrimmed["total"]["throughput_bps"] == pytest.approx(run.summary["total"]["throughput_bps"], rel=1e-6)
+    assert [s["files_ok"] for s in untrimmed["steps"]] == [20, 20]
+    # Mock copies are quick and bunched: cut at the 21st copy's start rather than at a fraction
+    # of the run's length.
+    starts = sorted(Transfer.objects.filter(run=run).values_list("started_at", flat=True))
+    warmup = (starts[20] - run.started_at).total_seconds()
+    trimmed = comparison.trimmed_summary(run, comparison.Trim(warmup_seconds=warmup))
+    assert trimmed["total"]["files_ok"] == 20
+    assert trimmed["left_out"]["transfers"] == 20
+    # A restart during a copy: the copies around it are left out, and so is the time around it.
+    margin = 0.002
+    log_event("service_restart", "door restarted", source="collector", time=starts[30])
+    around = comparison.trimmed_summary(run, comparison.Trim(event_margin_seconds=margin))
+    assert around["total"]["files_ok"] < 40 and around["left_out"]["windows"]
+    assert around["total"]["window_seconds"] < untrimmed["total"]["window_seconds"]
+    # The same cut made row by row by the analysis the driver uses gives the same figures.
+    windows = disturbance.excluded_windows(run, timedelta(seconds=margin))
+    reference = analysis.run_summary(run, exclude=windows)
+    for key in ("files_ok", "files_failed", "bytes", "window_seconds"):
+        assert around["total"][key] == pytest.approx(reference["total"][key], abs=1e-3), key
+    assert around["total"]["throughput_bps"] == pytest.approx(reference["total"]["throughput_bps"], rel=1e-6)
+    assert [s["files_ok"] for s in around["steps"]] == [s["files_ok"] for s in reference["steps"]]
+    assert around["left_out"]["transfers"] == reference["left_out"]["transfers"]
+
+
+def test_latest_run_of_each_backend(client, viewer):
+    first = drive(mock_campaign("per-backend", file_count=5))
+    second = runs.create_run(first.campaign, trigger="command")
+    RunDriver(second.pk).drive()
+    assert [r.pk for r in comparison.latest_per_backend(first.campaign_id)] == [second.pk]
+    client.force_login(viewer)
+    page = client.get(f"/campaigns/compare/?campaign={first.campaign_id}")
+    assert page.status_code == 200 and [r["run"] for r in page.context["result"]["runs"]] == [second.pk]
+
+
+def test_host_page_metrics_and_event_filters(client, viewer):
+    host = Host.objects.create(name="door9")
+    log_event("service_restart", "xrootd restarted", source="collector", host=host)
+    log_event("note", "a note", source="operator")
+    client.force_login(viewer)
+    assert client.get(f"/hosts/{host.pk}/").status_code == 200
+    body = client.get(f"/hosts/{host.pk}/metrics.json?range=1h").json()
+    assert body["host"] == "door9" and body["events"][0]["disturbing"] is True
+    page = client.get("/hosts/events/?kind=service_restart")
+    assert [e.kind for e in page.context["object_list"]] == ["service_restart"]
+    by_host = client.get("/hosts/events/?host__name=door9")
+    assert [e.summary for e in by_host.context["object_list"]] == ["xrootd restarted"]
+    assert Event.objects.count() == 2
+
+
+@pytest.mark.parametrize("path", ["/campaigns/", "/campaigns/runs/", "/hosts/events/", "/hosts/", "/"])
+def test_list_pages_cost_the_same_queries_for_1_or_12_rows(client, viewer, django_assert_max_num_queries, path):
+    client.force_login(viewer)
+
+    def add_rows(prefix: str, n: int) -> None:
+        for i in range(n):
+            campaign = mock_campaign(f"{prefix}{i}")
+            run = runs.create_run(campaign, trigger="command")
+            log_event("note", f"note {i}", source="operator", run=run, host=Host.objects.create(name=f"{prefix}h{i}"))
+
+    add_rows("one", 1)
+    client.get(path)  # warm caches (content types, session)
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as small:
+        assert client.get(path).status_code == 200
+    add_rows("many", 11)
+    with django_assert_max_num_queries(len(small.captured_queries)):
+        assert client.get(path).status_code == 200
+
+
+def test_live_runs_ask_for_fresh_partials_every_2_s(client, viewer):
+    run = runs.create_run(mock_campaign("live"), trigger="command")  # pending: live, no driver
+    client.force_login(viewer)
+    progress = client.get(f"/campaigns/runs/{run.pk}/progress/", headers={"HX-Request": "true"})
+    assert 'hx-trigger="every 2s"' in progress.content.decode()
+    assert "HX-Refresh" not in progress and "HX-Request" in progress["Vary"]
+    assert 'data-live="1"' in client.get(f"/campaigns/runs/{run.pk}/").content.decode()
+    assert 'hx-trigger="every 2s"' in client.get("/").content.decode()
+    assert client.get(f"/campaigns/runs/{run.pk}/charts/timeline.json").json()["live"] is True

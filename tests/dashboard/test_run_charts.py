@@ -1,0 +1,101 @@
+"""The run page's chart data on a real mock run: SQL aggregates checked against row-by-row
+figures, stored at the run's end, and served to the page."""
+
+from __future__ import annotations
+
+import pytest
+
+from campaigns import charts, runs
+from campaigns.driver import RunDriver
+from campaigns.models import Run, RunChart
+from collectors.events import log_event
+from collectors.models import Host, MetricSample
+from tests.support.factories import mock_campaign
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def finished_run() -> Run:
+    # Half the copies fail with a checksum mismatch on their destination: an error mix to show.
+    campaign = mock_campaign("charts", dst_query="time=0.01", file_count=120, concurrency_steps=[2, 4], step_files=60)
+    run = runs.create_run(campaign, trigger="command")
+    RunDriver(run.pk).drive()
+    run.refresh_from_db()
+    return run
+
+
+def test_sql_timeline_matches_the_row_by_row_reference(finished_run):
+    width = 1
+    sql = sorted(charts.timeline_rows(finished_run, width))
+    python = sorted(charts.timeline_rows_python(finished_run, width))
+    assert [(d, k) for d, k, *_ in sql] == [(d, k) for d, k, *_ in python]
+    for a, b in zip(sql, python, strict=True):
+        assert a[2] == pytest.approx(b[2], rel=1e-9, abs=1e-6)
+        assert a[3] == pytest.approx(b[3], rel=1e-9, abs=1e-6)
+        assert a[4] == b[4]
+
+
+def test_timeline_is_stored_at_the_end_and_adds_up_to_the_bytes_moved(finished_run):
+    stored = RunChart.objects.get(run=finished_run).data
+    assert charts.timeline(finished_run) == stored
+    width = stored["bucket_seconds"]
+    # Spread over time, the bytes of the successful copies all come back.
+    assert sum(stored["total"]) * width == pytest.approx(finished_run.bytes_done, rel=1e-6)
+    assert sum(sum(v) for v in stored["doors"].values()) * width == pytest.approx(finished_run.bytes_done, rel=1e-6)
+    # Never more copies in flight on average than the largest step allows.
+    assert max(stored["active"]) <= 4 + 1e-6
+    assert len(stored["times"]) == len(stored["total"]) == len(stored["rolling"])
+
+
+def test_steps_scatter_and_json_endpoints(client, viewer, finished_run):
+    steps = charts.steps(finished_run)
+    assert [s["concurrency"] for s in steps] == [2, 4]
+    assert all(s["throughput_bps"] > 0 for s in steps)
+    sample = charts.scatter(finished_run, points=30)
+    assert sample["sampled_every"] == 4 and len(sample["points"]) == 30
+    assert all(p["x"] == 1000 for p in sample["points"])
+    client.force_login(viewer)
+    for name in ("timeline", "steps", "scatter", "errors", "hosts", "events"):
+        response = client.get(f"/campaigns/runs/{finished_run.pk}/charts/{name}.json")
+        assert response.status_code == 200, name
+        body = response.json()
+        assert body["live"] is False and body["run"] == finished_run.pk
+    events = client.get(f"/campaigns/runs/{finished_run.pk}/charts/events.json").json()["events"]
+    assert {e["kind"] for e in events} >= {"run_start", "run_end"}
+    assert client.get(f"/campaigns/runs/{finished_run.pk}/charts/nope.json").status_code == 404
+
+
+def test_error_mix_and_raw_messages(client, viewer):
+    campaign = mock_campaign("errs", dst_query="time=1&transfer_errno=28", file_count=6, concurrency_steps=[6])
+    run = runs.create_run(campaign, trigger="command")
+    RunDriver(run.pk).drive()
+    mix = charts.error_mix(run)
+    assert sum(m["count"] for m in mix) == 6
+    category = mix[0]["category"]
+    client.force_login(viewer)
+    page = client.get(f"/campaigns/runs/{run.pk}/errors/{category}/")
+    assert page.status_code == 200
+    messages = charts.error_messages(run, category)
+    assert messages and messages[0]["error_message"]
+    assert messages[0]["error_message"][:40] in page.content.decode()
+    assert client.get(f"/campaigns/runs/{run.pk}/errors/bogus/").status_code == 404
+
+
+def test_host_metrics_of_the_doors_share_the_run_window(finished_run):
+    host = Host.objects.create(name="door-a")
+    finished_run.snapshot["destinations"][0]["hosts"] = [{"id": host.pk, "name": host.name}]
+    Run.objects.filter(pk=finished_run.pk).update(snapshot=finished_run.snapshot)
+    finished_run.refresh_from_db()
+    t0 = finished_run.started_at
+    samples = [MetricSample(host=host, metric="cpu.percent", time=t0, value=10.0)]
+    for iface in ("eth0", "eth1", "lo"):
+        samples.append(MetricSample(host=host, metric="net.rx_bps", label=iface, time=t0, value=100.0))
+    MetricSample.objects.bulk_create(samples)
+    log_event("service_restart", "xrootd restarted", source="collector", host=host, time=t0)
+    data = charts.hosts(finished_run)
+    assert data["metrics"]["cpu.percent"]["door-a"][0][1] == 10.0
+    # Interfaces add up, loopback left out.
+    assert data["metrics"]["net.rx_bps"]["door-a"][0][1] == 200.0
+    kinds = {e["kind"]: e["disturbing"] for e in charts.events(finished_run)}
+    assert kinds["service_restart"] is True and kinds["run_start"] is False

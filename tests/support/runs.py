@@ -1,0 +1,14 @@
+"""Driving a run to its end in the test process (the real driver, on gfal2's mock plugin)."""
+
+from __future__ import annotations
+
+from campaigns import runs
+from campaigns.driver import RunDriver
+from campaigns.models import Campaign, Run
+
+
+def drive(campaign: Campaign) -> Run:
+    run = runs.create_run(campaign, trigger="command")
+    RunDriver(run.pk).drive()
+    run.refresh_from_db()
+    return run
