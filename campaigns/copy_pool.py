@@ -25,6 +25,7 @@ class CopyPool:
         self._threads: list[threading.Thread] = []
         self._alive = 0
         self._retire = 0
+        self._copying = 0
         self._closed = threading.Event()
 
     # -- size -------------------------------------------------------------------------------
@@ -58,11 +59,16 @@ class CopyPool:
                 continue
             if job is None:  # close() wakes idle threads with one None each
                 break
+            with self._lock:
+                self._copying += 1
             try:
                 result = self.copier.copy(job)
             except Exception as exc:  # noqa: BLE001 - an engine bug must not lose the transfer
                 now = time.time()
                 result = CopyResult(job, False, now, now, 0.0, message=f"engine error: {exc!r}", category="other")
+            finally:
+                with self._lock:
+                    self._copying -= 1
             self.results.put(result)
         with self._lock:
             self._alive -= 1
@@ -74,6 +80,12 @@ class CopyPool:
 
     def waiting(self) -> int:
         return self.work.qsize()
+
+    def copying(self) -> int:
+        """Copies under way this moment: finished ones waiting for the driver to record them
+        are not counted, so the figure never exceeds the threads even when the driver lags."""
+        with self._lock:
+            return self._copying
 
     def take_unstarted(self) -> list[CopyJob]:
         """Take back the jobs no thread has started (at a step change or a stop)."""

@@ -338,7 +338,7 @@ class _Loop:
         rate = sum(b for _, b in self.recent) / window
         remaining = max(self.run_obj.planned_bytes - self.finished_planned, 0)
         return {
-            "active_transfers": max(self.handed - self.driver.pool.waiting(), 0),
+            "active_transfers": self.driver.pool.copying(),
             "throughput_bps": rate,
             "eta_seconds": remaining / rate if rate > 0 else None,
             "current_step": self.step.index,
