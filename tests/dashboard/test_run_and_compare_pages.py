@@ -153,7 +153,9 @@ def test_host_page_metrics_and_event_filters(client, viewer):
     assert Event.objects.count() == 2
 
 
-@pytest.mark.parametrize("path", ["/campaigns/", "/campaigns/runs/", "/hosts/events/", "/hosts/", "/"])
+@pytest.mark.parametrize(
+    "path", ["/campaigns/", "/campaigns/runs/", "/campaigns/backends/", "/hosts/events/", "/hosts/", "/"]
+)
 def test_list_pages_cost_the_same_queries_for_1_or_12_rows(client, viewer, django_assert_max_num_queries, path):
     client.force_login(viewer)
 
