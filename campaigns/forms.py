@@ -147,7 +147,7 @@ class CompareForm(forms.Form):
     )  # fmt: skip
     margin = forms.FloatField(
         required=False, min_value=0, max_value=86400, label="Leave out around events (s)",
-        help_text="Minutes around restarts and config changes: copies overlapping them are left out.",
+        help_text="Seconds before and after each restart or config change: copies overlapping them are left out.",
     )  # fmt: skip
 
     def __init__(self, data=None, *args, **kwargs):

@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.utils.html import escape
 
 from campaigns import analysis, comparison, disturbance, runs
 from campaigns.driver import RunDriver
@@ -84,6 +85,22 @@ def test_comparison_page_reads_like_the_bnl_table(client, viewer, two_runs):
     data = client.get(f"/campaigns/compare/data.json?runs={a.pk},{b.pk}").json()
     assert [len(r["steps"]) for r in data["runs"]] == [2, 2]
     assert all(r["over_time"] for r in data["runs"])
+
+
+def test_comparison_and_home_show_each_runs_verdict(client, viewer, two_runs):
+    """The verdict stored when each sweep finished is the line a person reads on both pages."""
+    client.force_login(viewer)
+    compare_html = client.get(f"/campaigns/compare/?runs={two_runs[0].pk}&runs={two_runs[1].pk}").content.decode()
+    home_html = client.get("/").content.decode()
+    for run in two_runs:
+        run.refresh_from_db()
+        verdict = run.summary["verdict"]
+        assert verdict["headline"]
+        assert escape(verdict["headline"]) in compare_html
+        assert escape(verdict["headline"]) in home_html
+        knee = verdict["knee"]
+        assert f"×{knee['concurrency']}, " in compare_html
+    assert "Per step: p95 latency, failed" in compare_html
 
 
 @pytest.mark.parametrize(
