@@ -4,13 +4,11 @@ from django.db import migrations
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('campaigns', '0004_dashboard_runchart'),
-        ('campaigns', '0004_fts_instance'),
-        ('campaigns', '0004_schedules_budgets_cleanup'),
-        ('campaigns', '0004_verdict_target_rate'),
+        ("campaigns", "0004_dashboard_runchart"),
+        ("campaigns", "0004_fts_instance"),
+        ("campaigns", "0004_schedules_budgets_cleanup"),
+        ("campaigns", "0004_verdict_target_rate"),
     ]
 
-    operations = [
-    ]
+    operations = []
