@@ -89,6 +89,13 @@ class CampaignForm(forms.ModelForm):
         required=False, help_text="Overrides count × size: one line each, e.g. 9000 x 9 GB then 6000 x 4 GB."
     )
     max_bytes = SizeField(required=False, label="Byte budget", help_text="Stop cleanly after this much, e.g. 10 TB.")
+    max_bytes_per_day = SizeField(
+        required=False, label="Daily byte budget",
+        help_text="All runs of this campaign together, per day in the site's time zone, e.g. 10 TB.",
+    )  # fmt: skip
+    max_bytes_per_week = SizeField(
+        required=False, label="Weekly byte budget", help_text="The same per ISO week (Monday to Sunday)."
+    )
     concurrency_steps = ConcurrencyStepsField(
         initial="1", help_text="One value for a fixed concurrency, several for a sweep, e.g. 1, 2, 4, 8."
     )
@@ -100,7 +107,8 @@ class CampaignForm(forms.ModelForm):
             "create_sources", "file_count", "file_size", "file_mix", "source_file_count", "direction", "tpc_mode",
             "checksum_mode", "checksum_algorithm", "streams", "tcp_buffer_size", "timeout", "overwrite",
             "create_parent", "retries", "concurrency_steps", "step_seconds", "step_files", "max_bytes",
-            "max_duration", "cancel_grace",
+            "max_duration", "cancel_grace", "max_bytes_per_day", "max_bytes_per_week", "allow_overlap", "cleanup",
+            "fts_instance", "fts_priority", "fts_strict_copy", "target_rate_bps",
         ]  # fmt: skip
         widgets = {"description": forms.Textarea(attrs={"rows": 2})}
 
@@ -111,7 +119,10 @@ class CampaignForm(forms.ModelForm):
         ("How each copy is made", ("tpc_mode", "checksum_mode", "checksum_algorithm", "streams", "tcp_buffer_size",
                                    "timeout", "retries", "overwrite", "create_parent")),
         ("Concurrency", ("concurrency_steps", "step_seconds", "step_files")),
-        ("Budgets and stopping", ("max_bytes", "max_duration", "cancel_grace")),
+        ("Budgets and stopping", ("max_bytes", "max_duration", "cancel_grace", "max_bytes_per_day",
+                                  "max_bytes_per_week", "allow_overlap", "cleanup")),
+        ("FTS (engine FTS3 only)", ("fts_instance", "fts_priority", "fts_strict_copy")),
+        ("Verdict", ("target_rate_bps",)),
     )  # fmt: skip
 
     def fieldsets(self) -> list[tuple[str, list]]:

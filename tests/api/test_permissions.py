@@ -10,7 +10,8 @@ from django.utils import timezone
 from drf_spectacular.generators import SchemaGenerator
 from rest_framework.test import APIClient
 
-from campaigns.models import Run, Transfer
+from campaigns import scheduling
+from campaigns.models import CampaignSchedule, FtsInstance, Run, Transfer
 from collectors.events import log_event
 from collectors.models import Host
 from storageops.api import tokens
@@ -47,6 +48,10 @@ def objects():
             size=1,
         ),
         "event": log_event("note", "matrix note"),
+        "finished_run": Run.objects.create(campaign=campaign, state="succeeded"),
+        "schedule": scheduling.save_schedule(CampaignSchedule(campaign=campaign, kind="cron", cron="0 9 * * 1-5")),
+        "unscheduled": mock_campaign("matrix-unscheduled"),
+        "fts": FtsInstance.objects.create(name="matrix-fts", url="https://fts.test:8446"),
     }
 
 
@@ -65,6 +70,10 @@ def _payload(kind: str, objects: dict) -> dict:
             "url_prefix": "root://spare:1094//y/",
         },
         "campaign_put": {"name": "matrix", "sources": [objects["endpoint"].pk], "concurrency_steps": [2]},
+        "schedules": {"campaign": objects["unscheduled"].pk, "kind": "cron", "cron": "0 9 * * 1-5"},
+        "schedule_put": {"campaign": objects["campaign"].pk, "kind": "interval", "interval_minutes": 60},
+        "fts": {"name": "new-fts", "rest_url": "https://fts2.test:8446"},
+        "fts_put": {"name": "matrix-fts", "rest_url": "https://fts3.test:8446"},
     }[kind]
 
 
@@ -102,6 +111,20 @@ MATRIX = [
     ("get", "/api/v1/runs/{run}/export/", None, "viewer", 200),
     ("get", "/api/v1/runs/{run}/steps-csv/", None, "viewer", 200),
     ("get", "/api/v1/compare/?runs={run}", None, "viewer", 200),
+    ("get", "/api/v1/runs/{run}/verdict/", None, "viewer", 200),
+    ("post", "/api/v1/runs/{finished_run}/cleanup/", None, "operator", 202),
+    ("get", "/api/v1/schedules/", None, "viewer", 200),
+    ("post", "/api/v1/schedules/", "schedules", "admin", 201),
+    ("get", "/api/v1/schedules/{schedule}/", None, "viewer", 200),
+    ("put", "/api/v1/schedules/{schedule}/", "schedule_put", "admin", 200),
+    ("patch", "/api/v1/schedules/{schedule}/", {"max_runs": 5}, "admin", 200),
+    ("delete", "/api/v1/schedules/{schedule}/", None, "admin", 204),
+    ("get", "/api/v1/fts-instances/", None, "viewer", 200),
+    ("post", "/api/v1/fts-instances/", "fts", "admin", 201),
+    ("get", "/api/v1/fts-instances/{fts}/", None, "viewer", 200),
+    ("put", "/api/v1/fts-instances/{fts}/", "fts_put", "admin", 200),
+    ("patch", "/api/v1/fts-instances/{fts}/", {"notes": "x"}, "admin", 200),
+    ("delete", "/api/v1/fts-instances/{fts}/", None, "admin", 204),
     ("get", "/api/v1/transfers/", None, "viewer", 200),
     ("get", "/api/v1/transfers/{transfer}/", None, "viewer", 200),
     ("get", "/api/v1/events/", None, "viewer", 200),

@@ -22,7 +22,7 @@ def form_data(src, dst, **overrides) -> dict:
         "file_size": "1 MB", "direction": "forward", "tpc_mode": "auto", "checksum_mode": "none",
         "checksum_algorithm": "adler32", "streams": "1", "tcp_buffer_size": "0", "timeout": "60", "overwrite": "on",
         "create_parent": "on", "retries": "0", "concurrency_steps": "1, 2, 4", "step_files": "5",
-        "cancel_grace": "10",
+        "cancel_grace": "10", "cleanup": "keep", "fts_priority": "3",
     }  # fmt: skip
     data.update(overrides)
     return data
@@ -139,3 +139,15 @@ def test_form_sections_hold_every_field_once():
 
     named = [name for _, names in CampaignForm.SECTIONS for name in names]
     assert sorted(named) == sorted(CampaignForm.base_fields) and len(named) == len(set(named))
+
+
+def test_every_editable_campaign_field_is_on_the_form():
+    """A model error names its field; a field the form lacks would turn that error into a 500."""
+    from campaigns.forms import CampaignForm
+    from campaigns.models import Campaign
+
+    editable = {f.name for f in Campaign._meta.get_fields() if f.concrete and f.editable and not f.auto_created} - {
+        "created",
+        "last_updated",
+    }
+    assert editable - set(CampaignForm.base_fields) == set()
