@@ -2,11 +2,29 @@
 
 from __future__ import annotations
 
+import socket
+
 import pytest
 from django.contrib.auth.models import Group, User
+from django.core.servers.basehttp import ThreadedWSGIServer
+from django.test.testcases import LiveServerThread
 
 from storageops import roles
 from tests.support.workers import celery_worker
+
+
+class _NoDelayWSGIServer(ThreadedWSGIServer):
+    """wsgiref sends a response's status line and its headers as two writes; with Nagle's
+    algorithm on, the second waits for the client's delayed ACK, 40 ms per request on loopback.
+    The live server answers schemathesis' thousands of requests and the browser tests."""
+
+    def get_request(self):
+        sock, address = super().get_request()
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return sock, address
+
+
+LiveServerThread.server_class = _NoDelayWSGIServer
 
 
 @pytest.fixture(autouse=True)
