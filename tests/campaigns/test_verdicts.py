@@ -34,6 +34,16 @@ def test_a_curve_whose_knee_is_its_last_step_is_still_rising():
     assert verdicts.knee(curve((1, 100e6), (2, 200e6), (4, 209e6)))["knee"]["concurrency"] == 2
 
 
+def test_a_last_step_within_noise_of_the_earlier_ones_is_not_a_rise():
+    # Seen on a door confined to one core: flat, with the last step 6 % up by chance.
+    result = verdicts.knee(curve((1, 638e6), (2, 632e6), (4, 635e6), (8, 674e6)))
+    assert result["status"] == "levelled"
+    assert result["knee"]["concurrency"] == 1
+    assert result["peak"]["concurrency"] == 8  # the peak is still reported as measured
+    # More than 10 % above every earlier step is a rise.
+    assert verdicts.knee(curve((1, 638e6), (2, 632e6), (4, 635e6), (8, 710e6)))["status"] == "still_rising"
+
+
 def test_degenerate_curves():
     assert verdicts.knee(curve((4, 100e6)))["status"] == "single_step"
     assert verdicts.knee(curve((1, None), (2, 0)))["status"] == "no_data"
