@@ -179,14 +179,14 @@ class Gfal2Copier:
 
     def remove(self, url: str) -> None:
         """Delete one file (clean-up after a run); raises OSError with gfal2's errno and message."""
-        try:
-            self._context()[0].unlink(url)
-        except gfal2.GError as exc:
-            raise OSError(exc.code, str(getattr(exc, "message", exc))) from None
+        self._namespace_call("unlink", url)
 
     def remove_folder(self, url: str) -> None:
         """Remove an empty folder; raises OSError (not empty, unsupported by the plugin, ...)."""
+        self._namespace_call("rmdir", url)
+
+    def _namespace_call(self, operation: str, url: str) -> None:
         try:
-            self._context()[0].rmdir(url)
+            getattr(self._context()[0], operation)(url)
         except gfal2.GError as exc:
             raise OSError(exc.code, str(getattr(exc, "message", exc))) from None
