@@ -54,7 +54,7 @@ def main() -> None:
 
     from collectors.models import Host
     from collectors.sampling import HostCollector
-    from storageops.processes import ManagedProcess
+    from devsite.processes import ManagedProcess
 
     work = Path(tempfile.mkdtemp(prefix="collector-overhead-"))
     (work / "bench.pid").write_text(f"{os.getpid()}\n")

@@ -71,9 +71,9 @@ def build(total: int) -> list[int]:
     from django.db import connection, transaction
     from django.utils import timezone
 
-    from campaigns import analysis, charts, disturbance
     from campaigns.models import Backend, Campaign, Endpoint, Run, RunStep
-    from campaigns.planning import campaign_snapshot
+    from campaigns.results import analysis, charts, disturbance
+    from campaigns.runs.planning import campaign_snapshot
     from collectors.events import log_event
     from collectors.models import Host, MetricSample
 
@@ -210,8 +210,8 @@ def main() -> None:
     from django.core.management import call_command
     from django.test import Client
 
-    from campaigns import charts
     from campaigns.models import Run, Transfer
+    from campaigns.results import charts
     from collectors.models import MetricSample
 
     call_command("collectstatic", "--noinput", verbosity=0)

@@ -164,9 +164,9 @@ def main() -> None:
     harness.setup()
     from django.contrib.auth.models import Group, User
 
+    from devsite.processes import ManagedProcess
     from storageops import roles
     from storageops.api import tokens
-    from storageops.processes import ManagedProcess
 
     print(f"machine: {harness.machine()}")
     started = time.monotonic()

@@ -60,7 +60,7 @@ def machine() -> str:
 def start_worker(name: str, log_dir: Path, concurrency: int = 2, **env: str):
     from django.conf import settings
 
-    from storageops.processes import ManagedProcess
+    from devsite.processes import ManagedProcess
 
     queues = f"{settings.STORAGEOPS_CONTROL_QUEUE},{settings.STORAGEOPS_TRANSFERS_QUEUE}"
     argv = [
@@ -103,7 +103,7 @@ class PeakRss:
         self._thread.join()
 
     def _sample_once(self) -> None:
-        from storageops.processes import peak_rss_bytes
+        from devsite.processes import peak_rss_bytes
 
         for pid in self.process.group_pids():
             try:

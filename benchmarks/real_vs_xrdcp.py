@@ -66,8 +66,8 @@ class BenchmarkFailed(SystemExit):
 
 # -- sources ----------------------------------------------------------------------------------------
 def source_paths(count: int, size: int) -> list[str]:
-    """Namespace paths exactly where campaigns.planning.source_path puts source number i."""
-    from campaigns.planning import source_path
+    """Namespace paths exactly where campaigns.runs.planning.source_path puts source number i."""
+    from campaigns.runs.planning import source_path
 
     parameters = {"source_path": "src"}
     return [f"{SOURCE_BASE}/{source_path(parameters, size, i)}" for i in range(count)]
@@ -126,8 +126,8 @@ def start_worker(name: str, log_dir: Path, concurrency: int = 2):
     """
     from django.conf import settings
 
+    from devsite.processes import ManagedProcess
     from storageops.celery import app
-    from storageops.processes import ManagedProcess
 
     queues = f"{settings.STORAGEOPS_CONTROL_QUEUE},{settings.STORAGEOPS_TRANSFERS_QUEUE}"
     node = f"{name}@{socket.gethostname()}"
@@ -330,7 +330,7 @@ def main() -> None:
     # queue would find no such run in its database and drop it. Set before Django reads settings.
     os.environ.setdefault("STORAGEOPS_QUEUE_PREFIX", f"bench-xrdcp-{os.getpid()}-")
     harness.setup()
-    from storageops.xrootd_server import XRootDServer
+    from devsite.xrootd_server import XRootDServer
 
     print(f"machine: {harness.machine()}")
     print(

@@ -1,7 +1,6 @@
 from django import forms
 from django.contrib import admin
 
-from campaigns import scheduling
 from campaigns.models import (
     Backend,
     Campaign,
@@ -13,6 +12,7 @@ from campaigns.models import (
     RunStep,
     Transfer,
 )
+from campaigns.runs import scheduling
 
 
 @admin.register(Backend)

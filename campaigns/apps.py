@@ -4,13 +4,13 @@ from django.db.models.signals import post_delete, post_save
 
 def _event_saved(sender, instance, created, raw=False, **kwargs) -> None:
     if created and not raw:
-        from campaigns.disturbance import on_event
+        from campaigns.results.disturbance import on_event
 
         on_event(instance)
 
 
 def _schedule_deleted(sender, instance, **kwargs) -> None:
-    from campaigns.scheduling import forget_periodic_task
+    from campaigns.runs.scheduling import forget_periodic_task
 
     forget_periodic_task(instance)
 

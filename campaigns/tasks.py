@@ -7,9 +7,10 @@ from celery.signals import worker_ready
 from django.conf import settings
 from django.utils.dateparse import parse_datetime
 
-from campaigns import cleanup, runs, scheduling
-from campaigns.driver import RunDriver, build_copier
+from campaigns import runs
 from campaigns.models import Run
+from campaigns.runs import cleanup, scheduling
+from campaigns.runs.lifecycle import RunDriver, build_copier
 
 
 @shared_task(name="campaigns.drive_run", ignore_result=True, acks_late=False)
@@ -22,7 +23,7 @@ def drive_run(run_id: int) -> str:
 @shared_task(name="campaigns.drive_fts_run", ignore_result=True, acks_late=False)
 def drive_fts_run(run_id: int) -> str:
     # On the control queue (the default): it waits on FTS, it copies nothing itself.
-    from campaigns.fts_driver import FtsRunDriver
+    from campaigns.runs.fts_driver import FtsRunDriver
 
     return FtsRunDriver(run_id).drive()
 

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from campaigns import compare_views, run_views, views
+from campaigns.web import compare_views, run_views, views
 
 app_name = "campaigns"
 urlpatterns = [

@@ -41,6 +41,9 @@ INSTALLED_APPS = [
     "django_celery_beat",
     "campaigns",
     "collectors",
+    # Development tooling (XRootD test servers, `manage.py runsite`, the demo site); a
+    # production deployment sets STORAGEOPS_DEVSITE=false and runs without it.
+    *(["devsite"] if env_bool("STORAGEOPS_DEVSITE", True) else []),
     # Last: its post-migrate hook builds the role groups from the other apps' permissions.
     "storageops",
 ]

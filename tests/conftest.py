@@ -91,7 +91,7 @@ def worker(transactional_db, log_dir):
 @pytest.fixture(scope="session")
 def xrootd_pair(tmp_path_factory):
     """Two plain XRootD doors (root://, TPC enabled, adler32), run as nobody on free ports."""
-    from storageops.xrootd_server import XRootDServer
+    from devsite.xrootd_server import XRootDServer
 
     base = tmp_path_factory.mktemp("xrootd")
     servers = [XRootDServer(name, base / name, workdir=base / f"{name}-run").start() for name in ("door1", "door2")]
@@ -104,7 +104,7 @@ def xrootd_pair(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def test_ca(tmp_path_factory):
-    from storageops.xrootd_server import make_test_ca
+    from devsite.xrootd_server import make_test_ca
 
     return make_test_ca(tmp_path_factory.mktemp("ca"))
 
@@ -112,7 +112,7 @@ def test_ca(tmp_path_factory):
 @pytest.fixture(scope="session")
 def xrootd_https_pair(tmp_path_factory, test_ca):
     """Two XRootD doors that also serve HTTPS (davs) with XrdHttpTPC, certified by a throw-away CA."""
-    from storageops.xrootd_server import XRootDServer
+    from devsite.xrootd_server import XRootDServer
 
     base = tmp_path_factory.mktemp("xrootd-https")
     servers = [

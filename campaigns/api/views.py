@@ -12,7 +12,7 @@ from rest_framework.pagination import CursorPagination
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from campaigns import comparison, editing, exports, runs, scheduling, verdicts
+from campaigns import editing, runs
 from campaigns.api.serializers import (
     BackendSerializer,
     CampaignScheduleSerializer,
@@ -22,8 +22,10 @@ from campaigns.api.serializers import (
     RunSerializer,
     TransferSerializer,
 )
-from campaigns.filters import TransferFilter
 from campaigns.models import Backend, Campaign, CampaignSchedule, Endpoint, FtsInstance, Run, Transfer
+from campaigns.results import comparison, exports, verdicts
+from campaigns.runs import scheduling
+from campaigns.web.filters import TransferFilter
 from storageops.api.auth import RolePermission
 from storageops.api.base import BaseViewSet
 

@@ -10,8 +10,8 @@ from django.utils import timezone
 from drf_spectacular.generators import SchemaGenerator
 from rest_framework.test import APIClient
 
-from campaigns import scheduling
 from campaigns.models import CampaignSchedule, FtsInstance, Run, Transfer
+from campaigns.runs import scheduling
 from collectors.events import log_event
 from collectors.models import Host
 from storageops.api import tokens

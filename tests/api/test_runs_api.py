@@ -11,8 +11,8 @@ import pytest
 from rest_framework.test import APIClient
 
 from campaigns import runs
-from campaigns.driver import RunDriver
 from campaigns.models import Run
+from campaigns.runs.lifecycle import RunDriver
 from storageops.api import tokens
 from storageops.models import APIToken
 from tests.support.factories import backend, endpoint, mock_campaign

@@ -10,7 +10,7 @@ import subprocess
 import pytest
 
 from campaigns import runs
-from campaigns.driver import RunDriver
+from campaigns.runs.lifecycle import RunDriver
 from storageops.api import tokens
 from tests.support.factories import mock_campaign
 from tests.support.processes import ROOT

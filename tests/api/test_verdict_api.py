@@ -9,8 +9,8 @@ from django.utils.html import escape
 from rest_framework.test import APIClient
 
 from campaigns import runs
-from campaigns.driver import RunDriver
 from campaigns.models import Run
+from campaigns.runs.lifecycle import RunDriver
 from tests.api.test_runs_api import api
 from tests.support.factories import mock_campaign
 

@@ -9,7 +9,7 @@ from django.core.management import CommandError, call_command
 
 from collectors.models import Event, Host, MetricSample
 from collectors.tasks import host_queue, start_host_test
-from storageops.xrootd_server import XRootDServer
+from devsite.xrootd_server import XRootDServer
 from tests.support.processes import PYTHON, ROOT, ManagedProcess
 from tests.support.workers import child_env
 

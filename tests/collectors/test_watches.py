@@ -12,7 +12,7 @@ from django.utils import timezone
 from collectors.models import Event, MetricSample
 from collectors.probes import procfs
 from collectors.sampling import HostCollector
-from storageops.xrootd_server import XRootDServer
+from devsite.xrootd_server import XRootDServer
 from tests.support.processes import ManagedProcess
 
 

@@ -135,7 +135,7 @@ def test_detail_lists_the_latest_50_runs_in_constant_queries(client, viewer, dja
 
 
 def test_form_sections_hold_every_field_once():
-    from campaigns.forms import CampaignForm
+    from campaigns.web.forms import CampaignForm
 
     named = [name for _, names in CampaignForm.SECTIONS for name in names]
     assert sorted(named) == sorted(CampaignForm.base_fields) and len(named) == len(set(named))
@@ -143,8 +143,8 @@ def test_form_sections_hold_every_field_once():
 
 def test_every_editable_campaign_field_is_on_the_form():
     """A model error names its field; a field the form lacks would turn that error into a 500."""
-    from campaigns.forms import CampaignForm
     from campaigns.models import Campaign
+    from campaigns.web.forms import CampaignForm
 
     editable = {f.name for f in Campaign._meta.get_fields() if f.concrete and f.editable and not f.auto_created} - {
         "created",

@@ -8,9 +8,10 @@ from datetime import timedelta
 import pytest
 from django.utils.html import escape
 
-from campaigns import analysis, comparison, disturbance, runs
-from campaigns.driver import RunDriver
+from campaigns import runs
 from campaigns.models import Run, Transfer
+from campaigns.results import analysis, comparison, disturbance
+from campaigns.runs.lifecycle import RunDriver
 from collectors.events import log_event
 from collectors.models import Event, Host
 from tests.support.factories import mock_campaign

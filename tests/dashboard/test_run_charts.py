@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from campaigns import charts, runs
-from campaigns.driver import RunDriver
+from campaigns import runs
 from campaigns.models import Run, RunChart
+from campaigns.results import charts
+from campaigns.runs.lifecycle import RunDriver
 from collectors.events import log_event
 from collectors.models import Host, MetricSample
 from tests.support.factories import mock_campaign

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from storageops.processes import ManagedProcess
+from devsite.processes import ManagedProcess
 
 ROOT = Path(__file__).resolve().parents[2]
 _VENV_PYTHON = ROOT / ".venv" / "bin" / "python"

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from campaigns import runs
-from campaigns.driver import RunDriver
 from campaigns.models import Campaign, Run
+from campaigns.runs.lifecycle import RunDriver
 
 
 def drive(campaign: Campaign) -> Run:

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from storageops.xrootd_server import XRootDServer, make_traversable
+from devsite.xrootd_server import XRootDServer, make_traversable
 
 
 @contextmanager

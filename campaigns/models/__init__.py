@@ -1,0 +1,46 @@
+"""The campaigns app's models: definitions (what is tested), records (what happened),
+schedules, and the FTS instances runs are driven through."""
+
+from campaigns.models.definitions import (
+    Backend,
+    Campaign,
+    Endpoint,
+    default_concurrency_steps,
+    validate_absolute_path,
+    validate_concurrency_steps,
+    validate_file_mix,
+)
+from campaigns.models.fts import FtsInstance, FtsLinkLimit
+from campaigns.models.records import Run, RunChart, RunStep, Transfer
+from campaigns.models.schedules import (
+    SCHEDULE_SETTINGS,
+    WEEKDAYS,
+    CampaignSchedule,
+    parse_weekdays,
+    validate_cron,
+    validate_time_zone,
+    validate_weekdays,
+)
+
+__all__ = [
+    "SCHEDULE_SETTINGS",
+    "WEEKDAYS",
+    "Backend",
+    "Campaign",
+    "CampaignSchedule",
+    "Endpoint",
+    "FtsInstance",
+    "FtsLinkLimit",
+    "Run",
+    "RunChart",
+    "RunStep",
+    "Transfer",
+    "default_concurrency_steps",
+    "parse_weekdays",
+    "validate_absolute_path",
+    "validate_concurrency_steps",
+    "validate_cron",
+    "validate_file_mix",
+    "validate_time_zone",
+    "validate_weekdays",
+]

@@ -1,0 +1,109 @@
+"""FTS3 instances StorageOps drives, and the link limits it changed on them.
+
+Re-exported by campaigns.models, so Django sees these models as the campaigns app's own.
+"""
+
+from __future__ import annotations
+
+from django.core.exceptions import ValidationError
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models
+
+from campaigns.models.definitions import validate_absolute_path
+from storageops.models import BaseModel
+from storageops.validators import validate_http_url
+
+
+class FtsInstance(BaseModel):
+    """An FTS3 REST endpoint and the credentials StorageOps uses on it (secrets write-only)."""
+
+    name = models.CharField(max_length=100, unique=True)
+    url = models.CharField(
+        "REST URL",
+        max_length=300,
+        validators=[validate_http_url],
+        help_text="The FTS3 REST server, e.g. https://fts3-pilot.cern.ch:8446",
+    )
+    # X.509: a proxy file serves as both (cert and key the same path); or a certificate and key.
+    x509_cert = models.CharField(
+        "X.509 certificate or proxy",
+        max_length=500,
+        blank=True,
+        validators=[validate_absolute_path],
+        help_text="Path on the worker, e.g. /tmp/x509up_u1000.",
+    )
+    x509_key = models.CharField(
+        "X.509 key",
+        max_length=500,
+        blank=True,
+        validators=[validate_absolute_path],
+        help_text="Empty for a proxy file.",
+    )
+    bearer_token = models.TextField(blank=True, help_text="OIDC access token sent as Bearer (write-only).")
+    ca_path = models.CharField(
+        "CA path",
+        max_length=500,
+        blank=True,
+        validators=[validate_absolute_path],
+        help_text="CA bundle file or hashed CA directory to verify the server; empty: the system's.",
+    )
+    verify_tls = models.BooleanField("verify the server's certificate", default=True)
+    files_per_job = models.PositiveIntegerField(
+        default=100,
+        validators=[MinValueValidator(1), MaxValueValidator(1000)],
+        help_text="Files in each bulk job StorageOps submits.",
+    )
+    manage_link_limits = models.BooleanField(
+        default=False,
+        help_text="Set min_active = max_active on the run's links for each concurrency step and restore them "
+        "after (needs FTS's config role).",
+    )
+    poll_seconds = models.FloatField(
+        "poll interval (s)", default=2.0, validators=[MinValueValidator(0.2), MaxValueValidator(300)]
+    )
+    notes = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["name"]
+        verbose_name = "FTS instance"
+
+    def __str__(self) -> str:
+        return self.name
+
+    def clean(self) -> None:
+        if self.x509_key and not self.x509_cert:
+            raise ValidationError({"x509_cert": "A key needs its certificate."})
+        if self.x509_cert and self.bearer_token:
+            raise ValidationError({"bearer_token": "Use either an X.509 credential or a bearer token, not both."})
+
+    @property
+    def auth_kind(self) -> str:
+        if self.bearer_token:
+            return "token"
+        return "x509" if self.x509_cert else "none"
+
+
+class FtsLinkLimit(models.Model):
+    """One link configuration StorageOps set on an FTS for a run, with what was there before.
+
+    Kept in the database (not in memory) so a restore happens even after a driver crash:
+    whichever worker finishes the run restores every row not yet restored.
+    """
+
+    run = models.ForeignKey("campaigns.Run", on_delete=models.CASCADE, related_name="fts_link_limits")
+    symbolicname = models.CharField(max_length=150)
+    source_se = models.CharField(max_length=300)
+    dest_se = models.CharField(max_length=300)
+    # The link config as FTS returned it before the first change; null: there was none.
+    previous = models.JSONField(null=True, blank=True)
+    applied = models.JSONField(default=dict, help_text="The last values StorageOps set.")
+    changed_at = models.DateTimeField()
+    restored_at = models.DateTimeField(null=True, blank=True)
+    restore_error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["run", "symbolicname"]
+        constraints = [models.UniqueConstraint(fields=["run", "symbolicname"], name="ftslinklimit_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.run_id} {self.symbolicname}"

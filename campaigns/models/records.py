@@ -1,0 +1,156 @@
+"""What happened: runs, their concurrency steps, their transfers and their stored charts."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.urls import reverse
+
+from campaigns import choices
+from campaigns.models.definitions import Campaign, Endpoint
+
+
+class Run(models.Model):
+    """One execution of a campaign, with the parameters frozen at its start."""
+
+    campaign = models.ForeignKey(Campaign, on_delete=models.PROTECT, related_name="runs")
+    state = models.CharField(max_length=12, choices=choices.RunState.choices, default="pending", db_index=True)
+    trigger = models.CharField(max_length=10, choices=choices.RunTrigger.choices, default="web")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    created = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    # The frozen campaign, endpoints, backends and hosts, so a result can always be explained.
+    snapshot = models.JSONField(default=dict, blank=True)
+    versions = models.JSONField(default=dict, blank=True)
+    planned_files = models.PositiveIntegerField(default=0)
+    planned_bytes = models.PositiveBigIntegerField(default=0)
+    files_done = models.PositiveIntegerField(default=0)
+    files_failed = models.PositiveIntegerField(default=0)
+    files_skipped = models.PositiveIntegerField(default=0, help_text="Never tried (budget, stop) or cancelled.")
+    bytes_done = models.PositiveBigIntegerField(default=0)
+    current_step = models.PositiveSmallIntegerField(null=True, blank=True)
+    current_concurrency = models.PositiveIntegerField(null=True, blank=True)
+    active_transfers = models.PositiveIntegerField(default=0)
+    throughput_bps = models.FloatField(null=True, blank=True, help_text="Bytes/s over the last 10 s.")
+    eta_seconds = models.FloatField(null=True, blank=True)
+    progress_at = models.DateTimeField(null=True, blank=True)
+    stop_reason = models.CharField(max_length=200, blank=True)
+    error = models.TextField(blank=True)
+    cancel_requested_at = models.DateTimeField(null=True, blank=True)
+    # The lease of the worker driving the run: a silent driver's run is taken over.
+    executor = models.CharField(max_length=200, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    summary = models.JSONField(default=dict, blank=True)
+    disturbed = models.BooleanField(
+        default=False, help_text="A restart or config change of its hosts, backends or endpoints fell in its window."
+    )
+
+    class Meta:
+        ordering = ["-created"]
+        indexes = [models.Index(fields=["campaign", "-created"])]
+        permissions = [("start_run", "Can start runs"), ("cancel_run", "Can cancel runs")]
+
+    def __str__(self) -> str:
+        return f"{self.campaign.name} #{self.pk}"
+
+    def get_absolute_url(self) -> str:
+        return reverse("campaigns:run_detail", args=[self.pk])
+
+    @property
+    def is_live(self) -> bool:
+        return self.state in choices.ACTIVE_RUN_STATES
+
+    @property
+    def progress_percent(self) -> float:
+        if not self.planned_files:
+            return 0.0
+        finished = self.files_done + self.files_failed + self.files_skipped
+        return round(100.0 * finished / self.planned_files, 1)
+
+
+class RunStep(models.Model):
+    """One concurrency step of a run: its window is what per-step throughput is measured over."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="steps")
+    index = models.PositiveSmallIntegerField()
+    concurrency = models.PositiveIntegerField()
+    started_at = models.DateTimeField()
+    ended_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["run", "index"]
+        constraints = [models.UniqueConstraint(fields=["run", "index"], name="runstep_unique_index")]
+
+    def __str__(self) -> str:
+        return f"{self.run_id} step {self.index} ×{self.concurrency}"
+
+
+class Transfer(models.Model):
+    """One planned file copy; it ends with exactly one final state, however often it is tried."""
+
+    # Few indexes on purpose: every state change of a transfer rewrites an entry in each of
+    # them, and at thousands of transfers a second that is the driver's main database cost.
+    # (run, index) is unique and leads with run, so run needs no index of its own.
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="transfers", db_index=False)
+    index = models.PositiveIntegerField()
+    step = models.PositiveSmallIntegerField(null=True, blank=True)
+    source = models.TextField()
+    destination = models.TextField()
+    source_endpoint = models.ForeignKey(Endpoint, on_delete=models.PROTECT, related_name="+", db_index=False)
+    destination_endpoint = models.ForeignKey(Endpoint, on_delete=models.PROTECT, related_name="+", db_index=False)
+    size = models.PositiveBigIntegerField(help_text="Planned bytes.")
+    state = models.CharField(max_length=10, choices=choices.TransferState.choices, default="queued")
+    attempt = models.PositiveSmallIntegerField(
+        default=0,
+        help_text="Hand-overs to a copy thread. After a worker crash, the transfers it had handed over "
+        "(copying, or queued in its memory) are retried and count one attempt more.",
+    )
+    executor = models.CharField(max_length=200, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    duration = models.FloatField("duration (s)", null=True, blank=True)
+    bytes_transferred = models.PositiveBigIntegerField(null=True, blank=True)
+    throughput_bps = models.FloatField(null=True, blank=True)
+    error_category = models.CharField(max_length=20, choices=choices.ErrorCategory.choices, blank=True)
+    error_code = models.IntegerField(null=True, blank=True)
+    error_message = models.TextField(blank=True)
+    copy_mode = models.CharField(max_length=20, blank=True, help_text="The mode the engine reports it used.")
+    source_checksum = models.CharField(max_length=128, blank=True)
+    destination_checksum = models.CharField(max_length=128, blank=True)
+    # Filled by the FTS engine; database defaults so the plan's COPY need not name them.
+    fts_job_id = models.CharField("FTS job id", max_length=64, blank=True, default="", db_default="")
+    fts_file_id = models.BigIntegerField("FTS file id", null=True, blank=True)
+    transfer_host = models.CharField(
+        max_length=255, blank=True, default="", db_default="", help_text="The FTS node that ran the copy."
+    )
+
+    class Meta:
+        ordering = ["run", "index"]
+        constraints = [models.UniqueConstraint(fields=["run", "index"], name="transfer_unique_index")]
+        indexes = [
+            # Partial: a transfer leaves it when claimed and never comes back unless retried.
+            models.Index(fields=["run", "index"], name="transfer_queued_idx", condition=models.Q(state="queued")),
+            models.Index(fields=["run", "finished_at"], name="transfer_run_time_idx"),
+            models.Index(
+                fields=["run", "error_category"], name="transfer_run_error_idx", condition=models.Q(state="failed")
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.run_id}/{self.index}"
+
+
+from campaigns.models.fts import FtsInstance, FtsLinkLimit  # noqa: E402,F401  (models of this app)
+
+
+class RunChart(models.Model):
+    """A finished run's time series, computed once at its end: a chart of a million-transfer
+    run must not re-read a million rows on every page view."""
+
+    run = models.OneToOneField(Run, on_delete=models.CASCADE, primary_key=True, related_name="chart")
+    computed_at = models.DateTimeField(auto_now=True)
+    data = models.JSONField(default=dict)
+
+    def __str__(self) -> str:
+        return f"chart of run {self.run_id}"

@@ -1,0 +1,270 @@
+"""What the run page's charts read: time series, steps, the error mix, a duration-vs-size
+sample, the doors' host metrics and the events to draw on them.
+
+Every figure comes from aggregate SQL or from what was stored when the run ended (RunStep,
+Run.summary, RunChart): a page of a million-transfer run never walks its rows in Python.
+Times are epoch milliseconds, what Chart.js' time axis takes as it is.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import datetime, timedelta
+
+from django.core.cache import cache
+from django.db import connection, transaction
+from django.db.models import Count, Max, Min, Q, Sum
+from django.utils import timezone
+
+from campaigns.choices import TransferState
+from campaigns.models import Run, RunChart, Transfer
+from campaigns.results import analysis, disturbance
+from collectors.choices import DISTURBING_KINDS
+from collectors.metric_series import host_series
+from storageops.buckets import bucket_seconds
+
+ROLLING_BUCKETS = 5
+LIVE_SHARE_SECONDS = 10
+SCATTER_POINTS = 1500
+
+# Each copy's bytes are spread evenly over its own duration, and its busy time over the
+# buckets it overlaps: the busy seconds of a bucket over its width are the mean number of
+# copies in flight. A failure counts in the bucket where it ended.
+_TIMELINE_SQL = """
+SELECT door, k,
+       sum(CASE WHEN state = 'succeeded' THEN
+             coalesce(b, 0) * CASE WHEN e - s > 1e-6
+                                   THEN greatest(least(e, (k + 1) * %(w)s) - greatest(s, k * %(w)s), 0) / (e - s)
+                                   ELSE 1 END
+           ELSE 0 END) AS moved,
+       sum(greatest(least(e, (k + 1) * %(w)s) - greatest(s, k * %(w)s), 0)) AS busy,
+       sum(CASE WHEN state = 'failed' AND k = floor(e / %(w)s) THEN 1 ELSE 0 END) AS failures
+FROM (
+    SELECT {door} AS door, state, bytes_transferred AS b,
+           extract(epoch FROM started_at)::float8 AS s, extract(epoch FROM finished_at)::float8 AS e
+    FROM campaigns_transfer
+    WHERE run_id = %(run)s AND state IN ('succeeded', 'failed')
+      AND started_at IS NOT NULL AND finished_at IS NOT NULL
+) t CROSS JOIN LATERAL generate_series(floor(s / %(w)s)::bigint, floor(e / %(w)s)::bigint) AS k
+GROUP BY door, k
+"""
+
+
+def door_side(run: Run) -> str:
+    """The side whose door does the work: the destination pulls (the default), the source pushes."""
+    mode = (run.snapshot.get("parameters") or {}).get("tpc_mode", "auto")
+    return "source" if mode == "push" else "destination"
+
+
+def _window(run: Run) -> tuple[datetime, datetime] | None:
+    if not run.started_at:
+        return None
+    return run.started_at, run.finished_at or timezone.now()
+
+
+def timeline_rows(run: Run, width: int) -> list[tuple[int, int, float, float, int]]:
+    """(door endpoint id, bucket, bytes, busy seconds, failures) per door and bucket."""
+    door = f"{door_side(run)}_endpoint_id"
+    if connection.vendor == "postgresql":
+        with transaction.atomic(), connection.cursor() as cursor:
+            # generate_series with row-dependent bounds is estimated at 1,000 rows a copy, so
+            # the planner expects billions of rows and JIT-compiles the query: seconds spent
+            # compiling for one pass over a few hundred thousand rows.
+            cursor.execute("SET LOCAL jit = off")
+            cursor.execute(_TIMELINE_SQL.format(door=door), {"run": run.pk, "w": float(width)})
+            return [(d, int(k), float(m or 0), float(b or 0), int(f or 0)) for d, k, m, b, f in cursor.fetchall()]
+    return timeline_rows_python(run, width)
+
+
+def timeline_rows_python(run: Run, width: int) -> list[tuple[int, int, float, float, int]]:
+    """The same figures row by row: for SQLite, and the reference the SQL is tested against."""
+    acc: dict[tuple[int, int], list[float]] = defaultdict(lambda: [0.0, 0.0, 0])
+    rows = (
+        Transfer.objects.filter(run=run, state__in=[TransferState.SUCCEEDED, TransferState.FAILED])
+        .exclude(started_at=None)
+        .exclude(finished_at=None)
+        .values_list(f"{door_side(run)}_endpoint_id", "state", "bytes_transferred", "started_at", "finished_at")
+    )
+    for door, state, moved, started, finished in rows.iterator(chunk_size=20000):
+        s, e = started.timestamp(), finished.timestamp()
+        last = int(e // width)
+        for k in range(int(s // width), last + 1):
+            overlap = max(min(e, (k + 1) * width) - max(s, k * width), 0.0)
+            cell = acc[(door, k)]
+            if state == TransferState.SUCCEEDED:
+                cell[0] += (moved or 0) * (overlap / (e - s) if e - s > 1e-6 else 1)
+            cell[1] += overlap
+            if state == TransferState.FAILED and k == last:
+                cell[2] += 1
+    return [(d, k, v[0], v[1], int(v[2])) for (d, k), v in acc.items()]
+
+
+def compute_timeline(run: Run) -> dict:
+    """Throughput per door and in total (with its rolling mean), copies in flight and
+    failures, on one time axis of round buckets."""
+    window = _window(run)
+    if window is None:
+        return {"bucket_seconds": None, "times": [], "doors": {}, "total": [], "rolling": [], "active": []}
+    width = bucket_seconds((window[1] - window[0]).total_seconds())
+    rows = timeline_rows(run, width)
+    if not rows:
+        return {"bucket_seconds": width, "times": [], "doors": {}, "total": [], "rolling": [], "active": []}
+    first, last = min(r[1] for r in rows), max(r[1] for r in rows)
+    count = last - first + 1
+    names = analysis.door_names({r[0] for r in rows})
+    doors: dict[str, list[float]] = defaultdict(lambda: [0.0] * count)
+    total, active, failures = [0.0] * count, [0.0] * count, [0] * count
+    for door, k, moved, busy, failed in rows:
+        i = k - first
+        doors[names.get(door, str(door))][i] += moved / width
+        total[i] += moved / width
+        active[i] += busy / width
+        failures[i] += failed
+    return {
+        "bucket_seconds": width,
+        "door_side": door_side(run),
+        "times": [(first + i + 0.5) * width * 1000 for i in range(count)],
+        "doors": dict(sorted(doors.items())),
+        "total": total,
+        "rolling": analysis.rolling_average(total, ROLLING_BUCKETS),
+        "rolling_buckets": ROLLING_BUCKETS,
+        "active": active,
+        "failures": failures,
+    }
+
+
+def store_timeline(run: Run) -> RunChart:
+    """Computed once when a run ends (the driver calls this), read by every later view."""
+    chart, _ = RunChart.objects.update_or_create(run=run, defaults={"data": compute_timeline(run)})
+    return chart
+
+
+def timeline(run: Run) -> dict:
+    if not run.is_live:
+        stored = RunChart.objects.filter(run=run).values_list("data", flat=True).first()
+        if stored is not None:
+            return stored
+        return compute_timeline(run)
+    return _shared_while_live(run, "timeline", compute_timeline)
+
+
+def _shared_while_live(run: Run, name: str, compute):
+    """A live run's figures are aggregated from its rows, which costs seconds at a few hundred
+    thousand copies: every viewer of the same run is answered from one computation for a
+    few seconds (in this process' cache; a finished run's figures are stored instead)."""
+    key = f"storageops:run:{run.pk}:{name}"
+    data = cache.get(key)
+    if data is None:
+        data = compute(run)
+        cache.set(key, data, LIVE_SHARE_SECONDS)
+    return data
+
+
+def steps(run: Run) -> list[dict]:
+    """One point per step: concurrency, throughput, success rate. A finished run's come from
+    its summary; a live run's from an aggregate over its rows."""
+    if not run.is_live and run.summary.get("steps") is not None:
+        return [
+            {k: s.get(k) for k in ("step", "concurrency", "throughput_bps", "success_rate", "files_ok", "files_failed")}
+            for s in run.summary["steps"]
+        ]
+    return _shared_while_live(run, "steps", _steps_from_rows)
+
+
+def _steps_from_rows(run: Run) -> list[dict]:
+    ok, failed = Q(state=TransferState.SUCCEEDED), Q(state=TransferState.FAILED)
+    rows = (
+        Transfer.objects.filter(run=run, step__isnull=False)
+        .filter(ok | failed)
+        .values("step")
+        .annotate(
+            files_ok=Count("pk", filter=ok),
+            files_failed=Count("pk", filter=failed),
+            moved=Sum("bytes_transferred", filter=ok),
+            first=Min("started_at"),
+            last=Max("finished_at"),
+        )
+        .order_by("step")
+    )
+    concurrency = dict(run.steps.values_list("index", "concurrency"))
+    out = []
+    for row in rows:
+        span = (row["last"] - row["first"]).total_seconds() if row["first"] and row["last"] else 0
+        attempted = row["files_ok"] + row["files_failed"]
+        out.append(
+            {
+                "step": row["step"],
+                "concurrency": concurrency.get(row["step"]),
+                "throughput_bps": (row["moved"] or 0) / span if span > 0 else None,
+                "success_rate": row["files_ok"] / attempted if attempted else None,
+                "files_ok": row["files_ok"],
+                "files_failed": row["files_failed"],
+            }
+        )
+    return out
+
+
+def error_mix(run: Run) -> list[dict]:
+    """Failures per category, most frequent first (the partial index on failed rows serves it)."""
+    rows = (
+        Transfer.objects.filter(run=run, state=TransferState.FAILED)
+        .values("error_category")
+        .annotate(count=Count("pk"))
+        .order_by("-count", "error_category")
+    )
+    return [{"category": r["error_category"] or "other", "count": r["count"]} for r in rows]
+
+
+def error_messages(run: Run, category: str, limit: int = 20) -> list[dict]:
+    """The raw messages of one category, the most frequent first, each with an example transfer."""
+    rows = (
+        Transfer.objects.filter(run=run, state=TransferState.FAILED, error_category=category)
+        .values("error_message")
+        .annotate(count=Count("pk"), example=Min("index"))
+        .order_by("-count")[:limit]
+    )
+    return list(rows)
+
+
+def scatter(run: Run, points: int = SCATTER_POINTS) -> dict:
+    """Duration against size of an evenly spaced sample of successful copies: looked up by
+    index through the unique (run, index) key, however many copies the run has."""
+    stride = max(1, -(-run.planned_files // points))
+    indexes = list(range(0, run.planned_files, stride))
+    rows = Transfer.objects.filter(run=run, index__in=indexes, state=TransferState.SUCCEEDED).values_list(
+        "size", "duration", "step"
+    )
+    return {
+        "sampled_every": stride,
+        "points": [{"x": size, "y": duration, "step": step} for size, duration, step in rows if duration is not None],
+    }
+
+
+def events(run: Run) -> list[dict]:
+    """Every event of the run's hosts, backends and endpoints in its window, for the annotations."""
+    return [
+        {
+            "time": e.time.timestamp() * 1000,
+            "kind": e.kind,
+            "label": e.get_kind_display(),
+            "summary": e.summary,
+            "host": e.host.name if e.host else None,
+            "disturbing": e.kind in DISTURBING_KINDS,
+        }
+        for e in disturbance.scope_events(run, kinds=None)
+    ]
+
+
+def hosts(run: Run) -> dict:
+    """CPU, load and network of the run's hosts over its window, in the timeline's buckets."""
+    window = _window(run)
+    host_ids, _, _ = disturbance.run_scope(run)
+    if window is None or not host_ids:
+        return {"bucket_seconds": None, "hosts": [], "metrics": {}}
+    width = bucket_seconds((window[1] - window[0]).total_seconds())
+    margin = timedelta(seconds=width)
+    return {
+        "bucket_seconds": width,
+        "hosts": sorted(host_ids),
+        "metrics": host_series(host_ids, window[0] - margin, window[1] + margin, width),
+    }

@@ -1,0 +1,289 @@
+"""Runs side by side, the way the BNL tables put backends: throughput aggregate and per door,
+CPU per door (when collectors sampled the doors), success rate, error mix, peak step, and
+the parameters that differ."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.core.exceptions import ValidationError
+from django.db.models import Avg, Count, Max, Min, Q, Sum
+
+from campaigns.choices import TransferState
+from campaigns.models import Run, RunChart, Transfer
+from campaigns.results import charts, disturbance
+from campaigns.results.analysis import door_names
+from collectors.models import MetricSample
+
+MAX_RUNS = 8
+
+
+@dataclass(frozen=True)
+class Trim:
+    """What a comparison leaves out: the first and last seconds of each run (warm-up, tail),
+    and the minutes around its disturbing events (None: keep them)."""
+
+    warmup_seconds: float = 0
+    tail_seconds: float = 0
+    event_margin_seconds: float | None = None
+
+    @property
+    def active(self) -> bool:
+        return bool(self.warmup_seconds or self.tail_seconds or self.event_margin_seconds is not None)
+
+
+def select_runs(run_ids: Sequence[int] = (), campaign_id: int | None = None) -> list[Run]:
+    """The runs to compare, in the order asked, or the latest of each backend of a campaign."""
+    if run_ids:
+        found = {r.pk: r for r in Run.objects.select_related("campaign").filter(pk__in=run_ids)}
+        missing = [i for i in run_ids if i not in found]
+        if missing:
+            raise ValidationError({"runs": f"No run with id {', '.join(map(str, missing))}."})
+        selected = [found[i] for i in dict.fromkeys(run_ids)]
+    elif campaign_id is not None:
+        selected = latest_per_backend(campaign_id)
+    else:
+        raise ValidationError({"runs": "Give runs=ID,ID… or campaign=ID."})
+    if not 1 <= len(selected) <= MAX_RUNS:
+        raise ValidationError({"runs": f"Compare 1 to {MAX_RUNS} runs (got {len(selected)})."})
+    return selected
+
+
+def latest_per_backend(campaign_id: int) -> list[Run]:
+    """The latest finished run of each destination backend among a campaign's runs."""
+    chosen: dict[tuple, Run] = {}
+    for run in Run.objects.select_related("campaign").filter(campaign_id=campaign_id, finished_at__isnull=False):
+        key = tuple(sorted(ep.get("backend_name", "") for ep in run.snapshot.get("destinations", [])))
+        if key not in chosen or run.finished_at > chosen[key].finished_at:
+            chosen[key] = run
+    return sorted(chosen.values(), key=lambda r: r.pk)[:MAX_RUNS]
+
+
+def _figures(agg: dict, excluded: list) -> dict:
+    """Throughput and success rate from one aggregate row, the way analysis.Aggregate does."""
+    first, last = agg["first"], agg["last"]
+    window = 0.0
+    if first and last:
+        window = (last - first).total_seconds()
+        window -= sum(max((min(last, hi) - max(first, lo)).total_seconds(), 0.0) for lo, hi in excluded)
+        window = max(window, 0.0)
+    attempted = agg["ok"] + agg["failed"]
+    return {
+        "files_ok": agg["ok"],
+        "files_failed": agg["failed"],
+        "bytes": agg["moved"] or 0,
+        "window_seconds": round(window, 3),
+        "throughput_bps": (agg["moved"] or 0) / window if window > 0 else None,
+        "success_rate": agg["ok"] / attempted if attempted else None,
+    }
+
+
+def trimmed_summary(run: Run, trim: Trim) -> dict:
+    """The run's total, step, door and error figures with the trimmed copies and minutes left
+    out, by aggregate SQL over its rows (a copy is left out if it overlaps a cut)."""
+    if not run.started_at:
+        return {"total": {}, "steps": [], "doors": {}, "left_out": {}}
+    start = run.started_at + timedelta(seconds=trim.warmup_seconds)
+    end = (run.finished_at or run.started_at) - timedelta(seconds=trim.tail_seconds)
+    excluded = []
+    if trim.event_margin_seconds is not None:
+        excluded = disturbance.excluded_windows(run, timedelta(seconds=trim.event_margin_seconds))
+    ok, failed = Q(state=TransferState.SUCCEEDED), Q(state=TransferState.FAILED)
+    keep = Q(started_at__gte=start, finished_at__lte=end)
+    for lo, hi in excluded:
+        keep &= ~Q(started_at__lte=hi, finished_at__gte=lo)
+    side = f"{charts.door_side(run)}_endpoint"
+    # One pass over the run's rows: kept and all figures per (step, door, state, category),
+    # merged below into the total, the steps, the doors and the error mix.
+    groups = list(
+        Transfer.objects.filter(run=run)
+        .filter(ok | failed)
+        .values("step", side, "state", "error_category")
+        .annotate(
+            n=Count("pk", filter=keep),
+            moved=Sum("bytes_transferred", filter=keep & ok),
+            first=Min("started_at", filter=keep),
+            last=Max("finished_at", filter=keep),
+            n_all=Count("pk"),
+            moved_all=Sum("bytes_transferred", filter=ok),
+        )
+        .order_by()
+    )
+
+    def merge(rows: list[dict]) -> dict:
+        firsts = [r["first"] for r in rows if r["first"]]
+        lasts = [r["last"] for r in rows if r["last"]]
+        return {
+            "ok": sum(r["n"] for r in rows if r["state"] == TransferState.SUCCEEDED),
+            "failed": sum(r["n"] for r in rows if r["state"] == TransferState.FAILED),
+            "moved": sum(r["moved"] or 0 for r in rows),
+            "first": min(firsts) if firsts else None,
+            "last": max(lasts) if lasts else None,
+        }
+
+    total = merge(groups)
+    concurrency = dict(run.steps.values_list("index", "concurrency"))
+    step_ids = sorted({g["step"] for g in groups if g["step"] is not None})
+    steps = []
+    for k in step_ids:
+        figures = _figures(merge([g for g in groups if g["step"] == k]), excluded)
+        steps.append({"step": k, "concurrency": concurrency.get(k), **figures})
+    endpoint_ids = {g[side] for g in groups}
+    names = door_names(endpoint_ids)
+    doors: dict[str, dict] = {}
+    for endpoint_id in endpoint_ids:
+        figures = _figures(merge([g for g in groups if g[side] == endpoint_id]), excluded)
+        doors[names.get(endpoint_id, str(endpoint_id))] = figures
+    errors: dict[str, int] = {}
+    for g in groups:
+        if g["state"] == TransferState.FAILED and g["n"]:
+            key = g["error_category"] or "other"
+            errors[key] = errors.get(key, 0) + g["n"]
+    # Percentiles would need every kept duration: a trimmed comparison shows throughput and
+    # success rate, and leaves p50/p95 to the untrimmed figures.
+    return {
+        "total": {**_figures(total, excluded), "errors": dict(sorted(errors.items(), key=lambda kv: -kv[1])),
+                  "duration_p50": None, "duration_p95": None},
+        "steps": steps,
+        "doors": dict(sorted(doors.items())),
+        "left_out": {
+            "transfers": sum(g["n_all"] for g in groups) - (total["ok"] + total["failed"]),
+            "bytes": sum(g["moved_all"] or 0 for g in groups) - total["moved"],
+            "windows": [[lo.isoformat(), hi.isoformat()] for lo, hi in excluded],
+        },
+    }  # fmt: skip
+
+
+def door_cpu(run: Run) -> dict[str, float | None]:
+    """Mean CPU % of each door over the run's window, from the collectors' samples.
+
+    Retention freezes this figure into the run's summary before the samples go.
+    """
+    frozen = (run.summary or {}).get("door_cpu_percent")
+    if frozen is not None:
+        return frozen
+    if not run.started_at or not run.finished_at:
+        return {}
+    hosts = {
+        h["name"]
+        for ep in [*run.snapshot.get("sources", []), *run.snapshot.get("destinations", [])]
+        for h in ep.get("hosts", [])
+    }
+    rows = (
+        MetricSample.objects.filter(
+            host__name__in=hosts, metric="cpu.percent", time__gte=run.started_at, time__lte=run.finished_at
+        )
+        .values("host__name")
+        .annotate(mean=Avg("value"))
+    )
+    return {row["host__name"]: row["mean"] for row in rows}
+
+
+def _verdict_line(verdict: dict | None) -> dict | None:
+    """The part of a run's verdict a side-by-side table shows: headline, knee, bottleneck."""
+    if not verdict:
+        return None
+    bottleneck = verdict.get("bottleneck")
+    return {
+        "status": verdict["status"],
+        "headline": verdict["headline"],
+        "knee": verdict.get("knee"),
+        "bottleneck": bottleneck and {k: bottleneck[k] for k in ("title", "door", "resource", "label", "value")},
+        "doors_needed": (verdict.get("capacity") or {}).get("doors_needed"),
+    }
+
+
+def _peak(steps: list[dict]) -> dict | None:
+    scored = [s for s in steps if s.get("throughput_bps")]
+    if not scored:
+        return None
+    best = max(scored, key=lambda s: s["throughput_bps"])
+    return {"step": best["step"], "concurrency": best["concurrency"], "throughput_bps": best["throughput_bps"]}
+
+
+def compare(runs: Sequence[Run], trim: Trim | None = None) -> dict:
+    if not 1 <= len(runs) <= MAX_RUNS:
+        raise ValueError(f"Compare 1 to {MAX_RUNS} runs.")
+    params = [r.snapshot.get("parameters", {}) for r in runs]
+    keys = sorted({k for p in params for k in p})
+    differing = [k for k in keys if len({repr(p.get(k)) for p in params}) > 1 and k != "name"]
+    trimming = trim is not None and trim.active
+    rows = []
+    for run in runs:
+        summary = trimmed_summary(run, trim) if trimming else (run.summary or {})
+        total = summary.get("total", {})
+        rows.append(
+            {
+                "run": run.pk,
+                "campaign": run.campaign.name,
+                "state": run.state,
+                "disturbed": run.disturbed,
+                "backends": sorted({b["name"] for b in run.snapshot.get("backends", [])}),
+                "throughput_bps": total.get("throughput_bps"),
+                "success_rate": total.get("success_rate"),
+                "files_ok": total.get("files_ok"),
+                "files_failed": total.get("files_failed"),
+                "errors": total.get("errors", {}),
+                "duration_p50": total.get("duration_p50"),
+                "duration_p95": total.get("duration_p95"),
+                "doors": {name: d.get("throughput_bps") for name, d in summary.get("doors", {}).items()},
+                "door_cpu_percent": door_cpu(run),
+                "verdict": _verdict_line(summary.get("verdict")),
+                "peak": _peak(summary.get("steps", [])),
+                "steps": [
+                    {
+                        "concurrency": s["concurrency"],
+                        "throughput_bps": s["throughput_bps"],
+                        # Latency and failures per step: what a checksum-load comparison reads.
+                        "duration_p50": s.get("duration_p50"),
+                        "duration_p95": s.get("duration_p95"),
+                        "latency_p95": s.get("latency_p95"),
+                        "files_failed": s.get("files_failed"),
+                        "errors": s.get("errors", {}),
+                    }
+                    for s in summary.get("steps", [])
+                ],
+                "parameters": {k: run.snapshot.get("parameters", {}).get(k) for k in differing},
+                "all_parameters": run.snapshot.get("parameters", {}),
+                "left_out": summary.get("left_out"),
+            }
+        )
+    return {
+        "runs": rows,
+        "differing_parameters": differing,
+        "trimmed": trimming,
+        # The BNL table's rows: every door and every sampled host of any run, once.
+        "door_names": sorted({name for row in rows for name in row["doors"]}),
+        "cpu_hosts": sorted({name for row in rows for name in row["door_cpu_percent"]}),
+        "parameter_table": [
+            {"name": k, "values": [p.get(k) for p in params], "differs": k in differing} for k in keys if k != "name"
+        ],
+    }
+
+
+def overlay_series(runs: Sequence[Run]) -> dict:
+    """Each run's total throughput over time, in seconds since its start, and its step curve:
+    what the comparison page overlays."""
+    stored = dict(RunChart.objects.filter(run__in=[r.pk for r in runs]).values_list("run_id", "data"))
+    out = []
+    for run in runs:
+        data = stored.get(run.pk) if not run.is_live else None
+        data = data if data is not None else charts.compute_timeline(run)
+        origin = run.started_at.timestamp() * 1000 if run.started_at else 0
+        out.append(
+            {
+                "run": run.pk,
+                "label": f"{run.campaign.name} #{run.pk}",
+                "disturbed": run.disturbed,
+                "over_time": [
+                    {"x": round((t - origin) / 1000, 1), "y": v}
+                    for t, v in zip(data["times"], data["total"], strict=True)
+                ],
+                "steps": [
+                    {"x": s["concurrency"], "y": s["throughput_bps"]} for s in charts.steps(run) if s["throughput_bps"]
+                ],
+            }
+        )
+    return {"runs": out}

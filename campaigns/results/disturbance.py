@@ -1,0 +1,109 @@
+"""Which events disturb a run, and which minutes an analysis leaves out around them.
+
+Lancaster's lesson: restarts and config changes muddy transfer results. A run is disturbed
+when such an event of one of its hosts, backends or endpoints (or a site-wide one) falls
+inside its window; events of a host apply to everything the host serves.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db.models import Q, QuerySet
+from django.utils import timezone
+
+from campaigns.choices import ACTIVE_RUN_STATES
+from campaigns.models import Run
+from collectors.choices import DISTURBING_KINDS
+from collectors.models import Event
+
+
+def default_margin() -> timedelta:
+    return timedelta(seconds=settings.STORAGEOPS_DISTURBANCE_MARGIN_SECONDS)
+
+
+def run_scope(run: Run) -> tuple[set[int], set[int], set[int]]:
+    """Host, backend and endpoint ids a run involves, from its frozen snapshot."""
+    endpoints = [*run.snapshot.get("sources", []), *run.snapshot.get("destinations", [])]
+    hosts = {h["id"] for ep in endpoints for h in ep.get("hosts", [])}
+    backends = {ep["backend"] for ep in endpoints if ep.get("backend")}
+    return hosts, backends, {ep["id"] for ep in endpoints}
+
+
+def _window(run: Run) -> tuple[datetime, datetime] | None:
+    if not run.started_at:
+        return None
+    return run.started_at, run.finished_at or timezone.now()
+
+
+def scope_events(run: Run, margin: timedelta = timedelta(0), kinds: tuple | None = None) -> QuerySet[Event]:
+    """The events in the run's window (widened by `margin`) that touch its scope, the run's
+    own included; `kinds` narrows them (the charts draw them all)."""
+    window = _window(run)
+    if window is None:
+        return Event.objects.none()
+    hosts, backends, endpoints = run_scope(run)
+    site_wide = Q(host__isnull=True, backend__isnull=True, endpoint__isnull=True, run__isnull=True)
+    touches = Q(host__in=hosts) | Q(backend__in=backends) | Q(endpoint__in=endpoints) | site_wide
+    in_window = Q(time__gte=window[0] - margin, time__lte=window[1] + margin) & touches
+    # Without a kind filter the run's own start and end count too: they are logged a moment
+    # outside its window.
+    selected = in_window & Q(kind__in=kinds) if kinds is not None else in_window | Q(run=run)
+    return Event.objects.filter(selected).select_related("host", "backend", "endpoint").order_by("time")
+
+
+def disturbing_events(run: Run, margin: timedelta = timedelta(0)) -> QuerySet[Event]:
+    """The disturbing events in the run's window (widened by `margin`) that touch its scope."""
+    return scope_events(run, margin, kinds=DISTURBING_KINDS)
+
+
+def refresh_disturbed(run: Run) -> bool:
+    disturbed = disturbing_events(run).exists()
+    if disturbed != run.disturbed:
+        Run.objects.filter(pk=run.pk).update(disturbed=disturbed)
+        run.disturbed = disturbed
+    return disturbed
+
+
+def on_event(event: Event) -> None:
+    """Flag the runs an event disturbs: live ones, and ended ones whose window it falls in
+    (events are often logged after the fact)."""
+    if event.kind not in DISTURBING_KINDS:
+        return
+    candidates = Run.objects.filter(started_at__lte=event.time, disturbed=False).filter(
+        Q(state__in=ACTIVE_RUN_STATES) | Q(finished_at__gte=event.time)
+    )
+    for run in candidates:
+        refresh_disturbed(run)
+
+
+def excluded_windows(run: Run, margin: timedelta | None = None) -> list[tuple[datetime, datetime]]:
+    """Merged [event - margin, event + margin] intervals around the run's disturbing events."""
+    margin = default_margin() if margin is None else margin
+    windows: list[tuple[datetime, datetime]] = []
+    for event in disturbing_events(run, margin):
+        start, end = event.time - margin, event.time + margin
+        if windows and start <= windows[-1][1]:
+            windows[-1] = (windows[-1][0], max(windows[-1][1], end))
+        else:
+            windows.append((start, end))
+    return windows
+
+
+def disturbance_report(run: Run, margin: timedelta | None = None) -> dict:
+    """What the run report shows: the events, and the figures with their minutes left out."""
+    from campaigns.results.analysis import run_summary
+
+    margin = default_margin() if margin is None else margin
+    events = [
+        {"time": e.time.isoformat(), "kind": e.kind, "summary": e.summary, "host": e.host.name if e.host else None,
+         "id": e.pk}
+        for e in disturbing_events(run)
+    ]  # fmt: skip
+    trimmed = run_summary(run, exclude=excluded_windows(run, margin))
+    return {
+        "events": events,
+        "margin_seconds": margin.total_seconds(),
+        "trimmed": {"total": trimmed["total"], "steps": trimmed["steps"], "left_out": trimmed.get("left_out", {})},
+    }

@@ -1,0 +1,59 @@
+"""Who drives a run: a lease (executor + heartbeat) taken and renewed with conditional UPDATEs.
+
+A driver that goes silent for longer than the lease loses the run to the next worker that
+asks, which resumes it from its rows alone. No row locks: a lost race is a row count of 0.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from datetime import timedelta
+
+from django.conf import settings
+from django.db.models import Q
+from django.utils import timezone
+
+from campaigns.choices import ACTIVE_RUN_STATES
+from campaigns.models import Run
+from campaigns.runs.starting import dispatch
+
+
+def executor_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+def _lease_cutoff():
+    return timezone.now() - timedelta(seconds=settings.STORAGEOPS_RUN_LEASE_SECONDS)
+
+
+def acquire_lease(run_id: int, executor: str) -> bool:
+    """Take the run if nobody holds a fresh lease on it (a conditional UPDATE: no locks)."""
+    return bool(
+        Run.objects.filter(pk=run_id, state__in=ACTIVE_RUN_STATES)
+        .filter(Q(executor="") | Q(heartbeat_at__lt=_lease_cutoff()) | Q(executor=executor))
+        .update(executor=executor, heartbeat_at=timezone.now())
+    )
+
+
+def renew_lease(run_id: int, executor: str, **fields) -> bool:
+    """Heartbeat (and progress fields); False means another driver took the run over."""
+    return bool(Run.objects.filter(pk=run_id, executor=executor).update(heartbeat_at=timezone.now(), **fields))
+
+
+def stale_run_ids() -> list[int]:
+    """Runs that should be moving but whose driver is silent (or that no driver picked up)."""
+    cutoff = _lease_cutoff()
+    return list(
+        Run.objects.filter(state__in=ACTIVE_RUN_STATES)
+        .filter(Q(heartbeat_at__lt=cutoff) | Q(heartbeat_at__isnull=True, created__lt=cutoff))
+        .values_list("pk", flat=True)
+    )
+
+
+def recover_stale_runs() -> list[int]:
+    ids = stale_run_ids()
+    for run_id in ids:
+        dispatch(run_id)
+    return ids

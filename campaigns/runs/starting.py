@@ -1,0 +1,96 @@
+"""Starting and stopping runs from the outside: freeze a campaign into a run, hand it to a
+worker, ask it to cancel. The database is the source of truth; the driver (lifecycle) does
+the rest under its lease.
+"""
+
+from __future__ import annotations
+
+from celery import current_app
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.utils import timezone
+
+from campaigns.choices import CampaignKind, RunState
+from campaigns.models import Campaign, Run
+from campaigns.runs.budgets import tightest_budget
+from campaigns.runs.planning import campaign_snapshot
+from collectors.events import log_event
+
+# Tasks are sent by name: the services that start runs never import the task module, which
+# imports the driver, which imports these services.
+DRIVE_TASK = {"fts": "campaigns.drive_fts_run"}
+DEFAULT_DRIVE_TASK = "campaigns.drive_run"
+
+
+def check_runnable(campaign: Campaign) -> None:
+    errors = []
+    if campaign.kind in (CampaignKind.TRANSFER, CampaignKind.CHECKSUM_LOAD):
+        if not campaign.sources.exists():
+            errors.append("The campaign has no source endpoint.")
+        if campaign.kind == CampaignKind.TRANSFER and not campaign.destinations.exists():
+            errors.append("The campaign has no destination endpoint.")
+    if campaign.engine == "fts" and not campaign.fts_instance_id:
+        errors.append("An FTS campaign needs an FTS instance.")
+    if errors:
+        raise ValidationError(errors)
+
+
+def create_run(campaign: Campaign, *, user=None, trigger: str = "web") -> Run:
+    """Freeze the campaign into a pending run (not yet dispatched)."""
+    campaign.full_clean()
+    check_runnable(campaign)
+    snapshot = campaign_snapshot(campaign)
+    budget = tightest_budget(campaign)
+    if budget is not None:
+        if budget.remaining <= 0:
+            raise ValidationError(
+                f"The campaign's {budget.label} is used up ({budget.used} of {budget.limit} bytes moved)."
+            )
+        # The run stops cleanly at what is left of the tightest budget, and says which one.
+        snapshot["parameters"]["max_bytes"] = budget.remaining
+        snapshot["parameters"]["byte_budget_label"] = budget.label
+    return Run.objects.create(
+        campaign=campaign,
+        trigger=trigger,
+        created_by=user if user and user.is_authenticated else None,
+        snapshot=snapshot,
+        planned_files=campaign.planned_files,
+        planned_bytes=campaign.planned_bytes,
+    )
+
+
+def start_run(campaign: Campaign, *, user=None, trigger: str = "web") -> Run:
+    """Create a run and hand it to a transfers worker once the transaction commits."""
+    with transaction.atomic():
+        run = create_run(campaign, user=user, trigger=trigger)
+        transaction.on_commit(lambda: dispatch(run.pk))
+    return run
+
+
+def dispatch(run_id: int, countdown: float = 0) -> None:
+    # FTS runs only talk to FTS and the database: their task is routed to the control queue.
+    engine = Run.objects.filter(pk=run_id).values_list("snapshot__parameters__engine", flat=True).first()
+    current_app.send_task(DRIVE_TASK.get(engine, DEFAULT_DRIVE_TASK), (run_id,), countdown=countdown)
+
+
+def request_cancel(run: Run, *, user=None) -> bool:
+    """Ask the driver to stop; a run no driver has touched yet is cancelled at once."""
+    now = timezone.now()
+    untouched = Run.objects.filter(pk=run.pk, state=RunState.PENDING, executor="").update(
+        state=RunState.CANCELLED, cancel_requested_at=now, finished_at=now, stop_reason="cancelled before start"
+    )
+    if not untouched:
+        changed = Run.objects.filter(pk=run.pk, state__in=[RunState.PENDING, RunState.RUNNING]).update(
+            state=RunState.CANCELLING, cancel_requested_at=now
+        )
+        if not changed:
+            return False
+    run.refresh_from_db()
+    log_event(
+        "note", f"Cancel requested for run {run}", source="operator" if user else "storageops", run=run, user=user
+    )
+    return True
+
+
+def current_state(run_id: int) -> str | None:
+    return Run.objects.filter(pk=run_id).values_list("state", flat=True).first()

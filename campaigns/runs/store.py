@@ -1,0 +1,246 @@
+"""Bulk database operations on a run's transfers, sized for hundreds of thousands of rows.
+
+Only the driver holding a run's lease calls the claim/record functions, so they need no
+row locks; every write that changes counters does it in the same transaction as the
+transfer rows, so the run's counters can never disagree with its transfers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
+
+from django.db import connection, transaction
+from django.db.models import Count, F, Q, Sum
+from django.utils import timezone
+
+from campaigns.choices import TransferState
+from campaigns.models import Run, Transfer
+from campaigns.runs.engines.base import CopyJob, CopyResult
+from campaigns.runs.planning import PlannedTransfer
+
+_TABLE = Transfer._meta.db_table
+_INSERT_BATCH = 5000
+# The table name is a constant of ours; every value is a bound parameter.
+_RECORD_SQL = (
+    "UPDATE " + _TABLE + " SET state=%s, started_at=%s, finished_at=%s, duration=%s, bytes_transferred=%s, "  # noqa: S608
+    "throughput_bps=%s, error_category=%s, error_code=%s, error_message=%s, source_checksum=%s, "
+    "destination_checksum=%s, copy_mode=%s WHERE id=%s AND executor=%s AND state='active'"
+)
+_RECORD_SQL_PG = (
+    "UPDATE " + _TABLE + " AS t SET state=v.state, started_at=v.started_at, finished_at=v.finished_at, "  # noqa: S608
+    "duration=v.duration, bytes_transferred=v.moved, throughput_bps=v.throughput, error_category=v.category, "
+    "error_code=v.code, error_message=v.message, source_checksum=v.src_sum, destination_checksum=v.dst_sum, "
+    "copy_mode=v.mode FROM unnest(%s::text[], %s::timestamptz[], %s::timestamptz[], %s::float8[], %s::bigint[], "
+    "%s::float8[], %s::text[], %s::integer[], %s::text[], %s::text[], %s::text[], %s::text[], %s::bigint[], "
+    "%s::text[]) AS v(state, started_at, finished_at, duration, moved, throughput, category, code, message, "
+    "src_sum, dst_sum, mode, id, executor) WHERE t.id = v.id AND t.executor = v.executor AND t.state = 'active'"
+)
+# Claim the next queued rows in plan order and mark them active in one round trip.
+_CLAIM_SQL = (
+    "UPDATE " + _TABLE + " SET state='active', attempt=attempt+1, step=%s, executor=%s "  # noqa: S608
+    "WHERE id IN (SELECT id FROM " + _TABLE + " WHERE run_id=%s AND state='queued' ORDER BY index LIMIT %s) "
+    "RETURNING id, index, source, destination, size, attempt, source_checksum"
+)
+
+
+def insert_plan(run_id: int, planned: Iterable[PlannedTransfer], checksums: dict[int, str] | None = None) -> int:
+    """Insert the planned transfers (state queued). COPY on PostgreSQL: 100k rows in ~1 s.
+
+    `checksums` maps a file size to the known checksum of the source data of that size
+    (sources StorageOps generated); it is kept as the transfer's expected source checksum.
+    """
+    checksums = checksums or {}
+    if connection.vendor == "postgresql":
+        return _copy_plan(run_id, planned, checksums)
+    count = 0
+    batch: list[Transfer] = []
+    for item in planned:
+        batch.append(
+            Transfer(
+                run_id=run_id,
+                state=TransferState.QUEUED,
+                source_checksum=checksums.get(item.size, ""),
+                **_plan_fields(item),
+            )
+        )
+        if len(batch) >= _INSERT_BATCH:
+            Transfer.objects.bulk_create(batch)
+            count += len(batch)
+            batch.clear()
+    Transfer.objects.bulk_create(batch)
+    return count + len(batch)
+
+
+def _plan_fields(item: PlannedTransfer) -> dict:
+    return {
+        "index": item.index,
+        "source": item.source,
+        "destination": item.destination,
+        "size": item.size,
+        "source_endpoint_id": item.source_endpoint_id,
+        "destination_endpoint_id": item.destination_endpoint_id,
+    }
+
+
+def _copy_plan(run_id: int, planned: Iterable[PlannedTransfer], checksums: dict[int, str]) -> int:
+    columns = (
+        "run_id, index, source, destination, size, source_endpoint_id, destination_endpoint_id, state, "
+        "attempt, executor, error_category, error_message, source_checksum, destination_checksum, copy_mode"
+    )
+    count = 0
+    with connection.cursor() as cursor:
+        raw = cursor.cursor  # the psycopg cursor, for COPY
+        with raw.copy(f"COPY {_TABLE} ({columns}) FROM STDIN") as copy:
+            for item in planned:
+                copy.write_row(
+                    (
+                        run_id,
+                        item.index,
+                        item.source,
+                        item.destination,
+                        item.size,
+                        item.source_endpoint_id,
+                        item.destination_endpoint_id,
+                        TransferState.QUEUED,
+                        0,
+                        "",
+                        "",
+                        "",
+                        checksums.get(item.size, ""),
+                        "",
+                        "",
+                    )
+                )
+                count += 1
+    return count
+
+
+def claim(run_id: int, limit: int, step: int, executor: str) -> list[CopyJob]:
+    """Mark up to `limit` queued transfers active for this executor and return them in order."""
+    if limit <= 0:
+        return []
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(_CLAIM_SQL, [step, executor, run_id, limit])
+            rows = sorted(cursor.fetchall(), key=lambda r: r[1])
+    else:
+        rows = list(
+            Transfer.objects.filter(run_id=run_id, state=TransferState.QUEUED)
+            .order_by("index")
+            .values_list("id", "index", "source", "destination", "size", "attempt", "source_checksum")[:limit]
+        )
+        Transfer.objects.filter(id__in=[r[0] for r in rows]).update(
+            state=TransferState.ACTIVE, attempt=F("attempt") + 1, step=step, executor=executor
+        )
+        rows = [(*r[:5], r[5] + 1, r[6]) for r in rows]
+    return [
+        CopyJob(id=r[0], index=r[1], source=r[2], destination=r[3], size=r[4], step=step, attempt=r[5], checksum=r[6])
+        for r in rows
+    ]
+
+
+def _ts(epoch: float) -> datetime:
+    return datetime.fromtimestamp(epoch, tz=UTC)
+
+
+def record(run_id: int, results: Sequence[CopyResult], retries: int, *, executor: str) -> dict[str, int]:
+    """Write finished attempts and bump the run's counters in one transaction.
+
+    A failed attempt with retries left goes back to the queue (its error kept for the
+    record) instead of becoming final. Only rows this executor still holds active are
+    written, so a driver that lost its lease cannot overwrite its successor's work.
+    Returns the counter deltas.
+    """
+    done = failed = skipped = moved = requeued = 0
+    rows = []
+    for r in results:
+        retry = not r.ok and r.category != "cancelled" and r.job.attempt <= retries
+        if r.ok:
+            state = TransferState.SUCCEEDED
+            done += 1
+            moved += r.bytes
+        elif retry:
+            state = TransferState.QUEUED
+            requeued += 1
+        elif r.category == "cancelled":
+            state = TransferState.CANCELLED
+            skipped += 1
+        else:
+            state = TransferState.FAILED
+            failed += 1
+        throughput = (r.bytes / r.duration) if r.ok and r.duration > 0 else None
+        rows.append(
+            (
+                state,
+                _ts(r.started),
+                _ts(r.finished),
+                r.duration,
+                r.bytes if r.ok else 0,
+                throughput,
+                r.category,
+                r.code,
+                r.message[:4000],
+                r.source_checksum,
+                r.destination_checksum,
+                r.copy_mode,
+                r.job.id,
+                executor,
+            )
+        )
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            if connection.vendor == "postgresql":
+                # One statement for the whole batch: a column a parameter, as arrays.
+                cursor.execute(_RECORD_SQL_PG, [list(column) for column in zip(*rows, strict=True)])
+            else:
+                cursor.executemany(_RECORD_SQL, rows)
+        if done or failed or skipped:
+            Run.objects.filter(pk=run_id).update(
+                files_done=F("files_done") + done,
+                files_failed=F("files_failed") + failed,
+                files_skipped=F("files_skipped") + skipped,
+                bytes_done=F("bytes_done") + moved,
+            )
+    return {"done": done, "failed": failed, "skipped": skipped, "bytes": moved, "requeued": requeued}
+
+
+def release(run_id: int, ids: list[int], executor: str) -> int:
+    """Return claimed transfers that no copy thread started: not an attempt, just not yet."""
+    return Transfer.objects.filter(run_id=run_id, id__in=ids, executor=executor, state=TransferState.ACTIVE).update(
+        state=TransferState.QUEUED, attempt=F("attempt") - 1, executor="", step=None
+    )
+
+
+def requeue_orphans(run_id: int) -> int:
+    """Transfers left active by a driver that died go back to the queue to be retried."""
+    return Transfer.objects.filter(run_id=run_id, state=TransferState.ACTIVE).update(state=TransferState.QUEUED)
+
+
+def close_remaining(run_id: int, state: str, reason: str) -> int:
+    """Give every transfer not yet final its one final state (skipped or cancelled)."""
+    with transaction.atomic():
+        count = Transfer.objects.filter(run_id=run_id, state__in=[TransferState.QUEUED, TransferState.ACTIVE]).update(
+            state=state,
+            error_category="cancelled" if state == TransferState.CANCELLED else "",
+            error_message=reason,
+            finished_at=timezone.now(),
+        )
+        Run.objects.filter(pk=run_id).update(files_skipped=F("files_skipped") + count)
+    return count
+
+
+def recount(run_id: int) -> dict[str, int]:
+    """Counters recomputed from the rows: the truth a resumed driver starts from."""
+    agg = Transfer.objects.filter(run_id=run_id).aggregate(
+        done=Count("id", filter=Q(state=TransferState.SUCCEEDED)),
+        failed=Count("id", filter=Q(state=TransferState.FAILED)),
+        skipped=Count("id", filter=Q(state__in=[TransferState.SKIPPED, TransferState.CANCELLED])),
+        moved=Sum("bytes_transferred", filter=Q(state=TransferState.SUCCEEDED)),
+    )
+    return {
+        "files_done": agg["done"],
+        "files_failed": agg["failed"],
+        "files_skipped": agg["skipped"],
+        "bytes_done": agg["moved"] or 0,
+    }

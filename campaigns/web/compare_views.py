@@ -1,0 +1,45 @@
+"""The comparison page and the JSON of its overlaid charts (campaigns.results.comparison does the work)."""
+
+from __future__ import annotations
+
+from django.core.exceptions import ValidationError
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import render
+
+from campaigns.results import comparison
+from campaigns.web.forms import CompareForm
+
+
+def _selection(form: CompareForm) -> tuple[list, comparison.Trim]:
+    data = form.cleaned_data
+    campaign = data.get("campaign")
+    selected = comparison.select_runs(data["runs"], campaign.pk if campaign and not data["runs"] else None)
+    margin = data.get("margin")
+    trim = comparison.Trim(data.get("warmup") or 0, data.get("tail") or 0, margin)
+    return selected, trim
+
+
+def compare_page(request: HttpRequest) -> HttpResponse:
+    form = CompareForm(request.GET or None)
+    context: dict = {"form": form}
+    if form.is_bound and form.is_valid():
+        try:
+            selected, trim = _selection(form)
+        except ValidationError as exc:
+            form.add_error(None, exc.message_dict.get("runs", exc.messages))
+        else:
+            context.update(result=comparison.compare(selected, trim), runs=selected, trim=trim)
+            context["ids"] = ",".join(str(r.pk) for r in selected)
+    return render(request, "campaigns/compare.html", context, status=400 if form.errors else 200)
+
+
+def compare_data(request: HttpRequest) -> JsonResponse:
+    """Each run's throughput over time (seconds since its start) and per step, for the overlays."""
+    form = CompareForm(request.GET)
+    if not form.is_valid():
+        return JsonResponse({"error": form.errors.get_json_data()}, status=400)
+    try:
+        selected, _ = _selection(form)
+    except ValidationError as exc:
+        return JsonResponse({"error": exc.message_dict}, status=400)
+    return JsonResponse(comparison.overlay_series(selected))

@@ -1,0 +1,139 @@
+"""Run pages: the list, the run page with its live partials, the JSON its charts read, the
+error messages and the transfers table (thin: campaigns.results.charts does the work)."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import permission_required
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+from django.views.generic import DetailView, ListView
+
+from campaigns import runs
+from campaigns.choices import ErrorCategory
+from campaigns.models import Run, Transfer
+from campaigns.results import charts
+from campaigns.web.filters import TransferFilter
+
+TRANSFER_PAGE = 50
+
+
+def _htmx(response: HttpResponse) -> HttpResponse:
+    # The same URL answers a full page and a partial: caches must keep them apart.
+    response["Vary"] = "HX-Request"
+    return response
+
+
+class RunListView(ListView):
+    model = Run
+    paginate_by = 50
+
+    def get_queryset(self):
+        runs_ = Run.objects.select_related("campaign")
+        if self.request.GET.get("campaign", "").isdigit():
+            runs_ = runs_.filter(campaign_id=int(self.request.GET["campaign"]))
+        return runs_
+
+    def get_context_data(self, **kwargs):
+        context = super().get_context_data(**kwargs)
+        query = self.request.GET.copy()
+        query.pop("page", None)
+        context["query"] = query.urlencode()
+        return context
+
+
+class RunDetailView(DetailView):
+    model = Run
+
+    def get_queryset(self):
+        return Run.objects.select_related("campaign")
+
+    def get_context_data(self, **kwargs):
+        context = super().get_context_data(**kwargs)
+        context["transfer_filter"] = TransferFilter(queryset=Transfer.objects.none())
+        return context
+
+
+def run_progress(request: HttpRequest, pk: int) -> HttpResponse:
+    """The live progress partial; it stops asking to be polled once the run has ended."""
+    run = get_object_or_404(Run.objects.select_related("campaign"), pk=pk)
+    response = _htmx(render(request, "campaigns/partials/run_progress.html", {"run": run}))
+    if request.headers.get("HX-Request") and not run.is_live:
+        # The run just ended while the page watched it: reload once for the result tables.
+        response["HX-Refresh"] = "true"
+    return response
+
+
+@require_POST
+@permission_required("campaigns.cancel_run", raise_exception=True)
+def run_cancel(request: HttpRequest, pk: int) -> HttpResponse:
+    run = get_object_or_404(Run, pk=pk)
+    if runs.request_cancel(run, user=request.user):
+        grace = run.snapshot.get("parameters", {}).get("cancel_grace", 10)
+        messages.success(request, f"Cancel requested for run #{run.pk}; copies in flight get {grace} s to finish.")
+    else:
+        messages.error(request, f"Run #{run.pk} is {run.state}: there is nothing to cancel.")
+    return redirect(run)
+
+
+CHARTS = {
+    "timeline": charts.timeline,
+    "steps": lambda run: {"steps": charts.steps(run)},
+    "errors": lambda run: {"errors": charts.error_mix(run)},
+    "scatter": charts.scatter,
+    "hosts": charts.hosts,
+    "events": lambda run: {"events": charts.events(run)},
+}
+
+
+def run_chart(request: HttpRequest, pk: int, name: str) -> JsonResponse:
+    """One small JSON document per chart; `live` tells the page whether to ask again."""
+    if name not in CHARTS:
+        raise Http404("No such chart.")
+    run = get_object_or_404(Run, pk=pk)
+    return JsonResponse({"run": run.pk, "live": run.is_live, **CHARTS[name](run)})
+
+
+def run_errors(request: HttpRequest, pk: int, category: str) -> HttpResponse:
+    """The raw messages behind one bar of the error mix (an htmx partial)."""
+    if category not in ErrorCategory.values:
+        raise Http404("No such error category.")
+    run = get_object_or_404(Run, pk=pk)
+    context = {
+        "run": run,
+        "category": ErrorCategory(category).label,
+        "category_value": category,
+        "rows": charts.error_messages(run, category),
+    }
+    return _htmx(render(request, "campaigns/partials/error_messages.html", context))
+
+
+def run_transfers(request: HttpRequest, pk: int) -> HttpResponse:
+    """A page of the transfers table, filtered with the API's filterset. Keyset paging on
+    the transfer index: page 5,000 of a big run costs what page 1 does, and no count(*)."""
+    run = get_object_or_404(Run, pk=pk)
+    filterset = TransferFilter(request.GET, queryset=Transfer.objects.filter(run=run).order_by("index"))
+    rows: list[Transfer] = []
+    after = request.GET.get("after", "")
+    if filterset.is_valid():
+        queryset = filterset.qs
+        if after.lstrip("-").isdigit():
+            queryset = queryset.filter(index__gt=int(after))
+        rows = list(
+            queryset.only(
+                "index", "step", "state", "attempt", "source", "destination", "size", "started_at", "duration",
+                "throughput_bps", "error_category", "error_message", "run_id",
+            )[: TRANSFER_PAGE + 1]
+        )  # fmt: skip
+    query = request.GET.copy()
+    query.pop("after", None)
+    context = {
+        "run": run,
+        "filter": filterset,
+        "rows": rows[:TRANSFER_PAGE],
+        "next_after": rows[TRANSFER_PAGE - 1].index if len(rows) > TRANSFER_PAGE else None,
+        "query": query.urlencode(),
+        "first_page": not after,
+    }
+    return _htmx(render(request, "campaigns/partials/transfers.html", context))

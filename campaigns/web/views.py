@@ -1,0 +1,152 @@
+"""Campaign and backend pages (thin: forms, queries and templates; services do the work).
+Run pages are in run_views.py, the comparison in compare_views.py."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import permission_required
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db.models import OuterRef, Prefetch, Subquery
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+from django.views.generic import DetailView, ListView
+
+from campaigns import editing, runs
+from campaigns.models import Backend, Campaign, CampaignSchedule, Endpoint, Run
+from campaigns.runs import scheduling
+from campaigns.web.forms import CampaignForm, CampaignScheduleForm, CloneForm
+from collectors.models import Event
+
+
+class CampaignListView(ListView):
+    model = Campaign
+    paginate_by = 50
+
+    def get_queryset(self):
+        # The latest run of each campaign in the same query: no query per row.
+        latest = Run.objects.filter(campaign=OuterRef("pk")).order_by("-created")
+        return Campaign.objects.annotate(
+            last_run_id=Subquery(latest.values("pk")[:1]),
+            last_run_state=Subquery(latest.values("state")[:1]),
+        )
+
+
+class CampaignDetailView(DetailView):
+    model = Campaign
+
+    def get_queryset(self):
+        # The latest 50 runs only (a sliced prefetch): a campaign run nightly for years has thousands.
+        recent = Run.objects.select_related("campaign").order_by("-created")[:50]
+        return Campaign.objects.prefetch_related(
+            "sources", "destinations", Prefetch("runs", queryset=recent, to_attr="recent_runs")
+        )
+
+
+def _form_page(request: HttpRequest, form: CampaignForm, title: str) -> HttpResponse:
+    return render(
+        request, "campaigns/campaign_form.html", {"form": form, "title": title}, status=400 if form.errors else 200
+    )
+
+
+@permission_required("campaigns.add_campaign", raise_exception=True)
+def campaign_create(request: HttpRequest) -> HttpResponse:
+    form = CampaignForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        campaign = form.save()
+        messages.success(request, f"Campaign {campaign.name} created.")
+        return redirect(campaign)
+    return _form_page(request, form, "New campaign")
+
+
+@permission_required("campaigns.change_campaign", raise_exception=True)
+def campaign_edit(request: HttpRequest, pk: int) -> HttpResponse:
+    campaign = get_object_or_404(Campaign, pk=pk)
+    form = CampaignForm(request.POST or None, instance=campaign)
+    if request.method == "POST" and form.is_valid():
+        form.save()
+        messages.success(request, f"Campaign {campaign.name} saved; runs already made keep the values they froze.")
+        return redirect(campaign)
+    return _form_page(request, form, f"Edit {campaign.name}")
+
+
+@permission_required("campaigns.add_campaign", raise_exception=True)
+def campaign_clone(request: HttpRequest, pk: int) -> HttpResponse:
+    original = get_object_or_404(Campaign, pk=pk)
+    form = CloneForm(request.POST or None, initial={"name": f"{original.name} copy"})
+    if request.method == "POST" and form.is_valid():
+        try:
+            copy = editing.clone_campaign(original, form.cleaned_data["name"])
+        except ValidationError as exc:
+            for message in exc.message_dict.get("name", exc.messages):
+                form.add_error("name", message)
+        else:
+            messages.success(request, f"Cloned {original.name} as {copy.name}.")
+            return redirect("campaigns:campaign_edit", copy.pk)
+    status = 400 if form.errors else 200
+    return render(request, "campaigns/campaign_clone.html", {"form": form, "original": original}, status=status)
+
+
+@require_POST
+@permission_required("campaigns.start_run", raise_exception=True)
+def campaign_start(request: HttpRequest, pk: int) -> HttpResponse:
+    campaign = get_object_or_404(Campaign, pk=pk)
+    try:
+        run = runs.start_run(campaign, user=request.user, trigger="web")
+    except ValidationError as exc:
+        for message in exc.messages:
+            messages.error(request, f"Cannot start {campaign.name}: {message}")
+        return redirect(campaign)
+    messages.success(request, f"Run #{run.pk} of {campaign.name} queued.")
+    return redirect(run)
+
+
+class BackendListView(ListView):
+    model = Backend
+
+    def get_queryset(self):
+        return Backend.objects.prefetch_related("endpoints")
+
+
+class BackendDetailView(DetailView):
+    model = Backend
+
+    def get_queryset(self):
+        return Backend.objects.prefetch_related("endpoints")
+
+
+class EndpointDetailView(DetailView):
+    model = Endpoint
+
+    def get_queryset(self):
+        return Endpoint.objects.select_related("backend").prefetch_related("hosts")
+
+
+def campaign_schedule(request: HttpRequest, pk: int) -> HttpResponse:
+    """The schedule card of a campaign's page: shows, and for admins edits, the schedule."""
+    campaign = get_object_or_404(Campaign, pk=pk)
+    schedule = CampaignSchedule.objects.filter(campaign=campaign).first()
+    can_edit = request.user.has_perm("campaigns.change_campaignschedule")
+    form, saved = CampaignScheduleForm(instance=schedule), ""
+    if request.method == "POST":
+        if not can_edit:
+            raise PermissionDenied
+        if request.POST.get("action") == "delete":
+            if schedule is not None:
+                scheduling.delete_schedule(schedule)
+            schedule, form, saved = None, CampaignScheduleForm(), "Schedule removed."
+        else:
+            form = CampaignScheduleForm(request.POST, instance=schedule or CampaignSchedule(campaign=campaign))
+            if form.is_valid():
+                schedule, saved = scheduling.save_schedule(form.save(commit=False)), "Schedule saved."
+                form = CampaignScheduleForm(instance=schedule)
+        if saved and not request.headers.get("HX-Request"):
+            return redirect(campaign)
+    decisions = Event.objects.filter(kind="schedule", detail__contains=f'"campaign": {campaign.pk},')[:5]
+    context = {"campaign": campaign, "schedule": schedule, "form": form, "can_edit": can_edit, "saved": saved,
+               "decisions": decisions}  # fmt: skip
+    # htmx swaps only 2xx answers: the card with its errors comes back as 200 to htmx, 400 otherwise.
+    refused = form.errors and not request.headers.get("HX-Request")
+    response = render(request, "campaigns/partials/campaign_schedule.html", context, status=400 if refused else 200)
+    response["Vary"] = "HX-Request"
+    return response

@@ -1,0 +1,95 @@
+"""The figures of a run, checked against values computed by hand from known transfers."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from campaigns.models import Run, RunStep, Transfer
+from campaigns.results import analysis
+from tests.support.factories import endpoint, mock_campaign
+
+pytestmark = pytest.mark.django_db
+
+T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
+
+
+def _transfer(run, index, step, start, seconds, size, state="succeeded", category="", dst=None):
+    src = run.campaign.sources.first()
+    dst = dst or run.campaign.destinations.first()
+    return Transfer.objects.create(
+        run=run, index=index, step=step, source=f"mock://s/{index}", destination=f"mock://d/{index}",
+        source_endpoint=src, destination_endpoint=dst, size=size, state=state, attempt=1,
+        started_at=T0 + timedelta(seconds=start), finished_at=T0 + timedelta(seconds=start + seconds),
+        duration=seconds, bytes_transferred=size if state == "succeeded" else 0, error_category=category,
+    )  # fmt: skip
+
+
+@pytest.fixture
+def run():
+    campaign = mock_campaign("analysis")
+    run = Run.objects.create(campaign=campaign, snapshot={"parameters": {"tpc_mode": "pull"}})
+    RunStep.objects.create(run=run, index=0, concurrency=1, started_at=T0)
+    RunStep.objects.create(run=run, index=1, concurrency=2, started_at=T0 + timedelta(seconds=10))
+    # Step 0: two 100 MB copies back to back, 0-4 s and 4-10 s: 200 MB over 10 s.
+    _transfer(run, 0, 0, 0, 4, 100_000_000)
+    _transfer(run, 1, 0, 4, 6, 100_000_000)
+    # Step 1: two overlapping copies 10-14 s and 11-15 s, one failure: 200 MB over 5 s.
+    _transfer(run, 2, 1, 10, 4, 100_000_000)
+    _transfer(run, 3, 1, 11, 4, 100_000_000)
+    _transfer(run, 4, 1, 12, 1, 100_000_000, state="failed", category="checksum_timeout")
+    _transfer(run, 5, None, 0, 0, 100_000_000, state="skipped")
+    return run
+
+
+def test_step_throughput_is_bytes_over_the_active_window_not_a_mean_of_rates(run):
+    summary = analysis.run_summary(run)
+    step0, step1 = summary["steps"]
+    assert step0["throughput_bps"] == pytest.approx(200e6 / 10)
+    assert step1["throughput_bps"] == pytest.approx(200e6 / 5)
+    # A mean of per-file rates would claim (25 + 16.7) / 2 MB/s for step 0: not what moved.
+    assert step0["concurrency"] == 1 and step1["concurrency"] == 2
+    assert step1["files_failed"] == 1 and step1["errors"] == {"checksum_timeout": 1}
+    total = summary["total"]
+    assert total["throughput_bps"] == pytest.approx(400e6 / 15)
+    assert total["success_rate"] == pytest.approx(4 / 5)
+    assert total["files_skipped"] == 1
+    assert total["duration_p50"] == 4 and total["duration_p95"] == 6
+
+
+def test_latency_counts_failed_attempts_durations_do_not(run):
+    # A request that timed out after 30 s is latency a client saw, not a successful copy's time.
+    _transfer(run, 6, 1, 13, 30, 100_000_000, state="failed", category="checksum_timeout")
+    step1 = analysis.run_summary(run)["steps"][1]
+    assert step1["duration_p95"] == 4  # successes only: 4, 4
+    assert step1["latency_p95"] == 30 and step1["latency_p50"] == 4  # 1, 4, 4, 30
+
+
+def test_per_door_figures_follow_the_working_side(run):
+    other = endpoint("analysis-dst2", "mock://dst2.test/data/")
+    _transfer(run, 6, 1, 20, 2, 50_000_000, dst=other)
+    summary = analysis.run_summary(run)
+    assert summary["door_side"] == "destination"
+    doors = summary["doors"]
+    assert doors["dst2.test"]["bytes"] == 50_000_000
+    assert doors["dst.test"]["bytes"] == 400_000_000
+
+
+def test_throughput_series_spreads_each_copy_over_its_duration(run):
+    series = analysis.throughput_series(run, bucket_seconds=5)
+    by_bucket = [round(point["bps"]) for point in series]
+    # 0-5 s: 100 MB (0-4 s) + 1/6 of 100 MB (4-5 s); 5-10 s: 5/6 of 100 MB.
+    assert by_bucket[0] == round((100e6 + 100e6 / 6) / 5)
+    assert by_bucket[1] == round((100e6 * 5 / 6) / 5)
+    assert sum(point["bps"] * 5 for point in series) == pytest.approx(400e6)
+
+
+def test_rolling_average_over_n_transfers():
+    assert analysis.rolling_average([10, 20, 30, 40], n=2) == [10, 15, 25, 35]
+
+
+def test_percentile_nearest_rank():
+    assert analysis.percentile([1, 2, 3, 4, 5, 6, 7, 8, 9, 10], 95) == 10
+    assert analysis.percentile([1, 2, 3, 4], 50) == 2
+    assert analysis.percentile([], 50) is None

@@ -1,0 +1,82 @@
+"""Runs with a restart or a config change inside their window are flagged, the report lists
+those events, and the trimmed figures leave out the minutes around them."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from campaigns.models import Run, Transfer
+from campaigns.results import analysis, disturbance
+from collectors.events import log_event
+from collectors.models import Host
+from tests.support.factories import mock_campaign
+
+pytestmark = pytest.mark.django_db
+
+T0 = datetime(2026, 3, 1, 10, 0, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+def run():
+    campaign = mock_campaign("disturbed")
+    door = Host.objects.create(name="door2", address="127.0.0.1")
+    dst = campaign.destinations.first()
+    dst.hosts.set([door])
+    from campaigns.runs.planning import campaign_snapshot
+
+    run = Run.objects.create(
+        campaign=campaign, snapshot=campaign_snapshot(campaign), state="succeeded",
+        started_at=T0, finished_at=T0 + timedelta(minutes=20),
+    )  # fmt: skip
+    src = campaign.sources.first()
+    # One 100 MB copy a minute, each lasting 30 s, from minute 0 to minute 19.
+    for i in range(20):
+        start = T0 + timedelta(minutes=i)
+        Transfer.objects.create(
+            run=run, index=i, step=0, source=f"mock://s/{i}", destination=f"mock://d/{i}", source_endpoint=src,
+            destination_endpoint=dst, size=100_000_000, state="succeeded", attempt=1, started_at=start,
+            finished_at=start + timedelta(seconds=30), duration=30.0, bytes_transferred=100_000_000,
+        )  # fmt: skip
+    return run
+
+
+def test_a_restart_of_a_door_inside_the_window_disturbs_the_run(run):
+    door = Host.objects.get(name="door2")
+    restart = log_event("service_restart", "xrootd restarted on door2", source="collector", host=door,
+                        time=T0 + timedelta(minutes=10, seconds=15))  # fmt: skip
+    run.refresh_from_db()
+    assert run.disturbed
+    report = disturbance.disturbance_report(run, margin=timedelta(minutes=2))
+    assert [e["id"] for e in report["events"]] == [restart.pk]
+    # Independently: the window [10:15 - 2 min, 10:15 + 2 min] = [8:15, 12:15] touches the
+    # copies that start at minutes 8, 9, 10, 11 and 12 (each runs 30 s): 15 copies remain, and
+    # the active time is 19.5 min minus the 4 excluded minutes.
+    kept_bytes = 15 * 100_000_000
+    active_seconds = (19 * 60 + 30) - 4 * 60
+    total = report["trimmed"]["total"]
+    assert total["files_ok"] == 15
+    assert total["throughput_bps"] == pytest.approx(kept_bytes / active_seconds)
+    left_out = report["trimmed"]["left_out"]
+    assert left_out["transfers"] == 5 and left_out["bytes"] == 5 * 100_000_000 and left_out["seconds"] == 240
+    untrimmed = analysis.run_summary(run)["total"]
+    assert untrimmed["throughput_bps"] == pytest.approx(20 * 100_000_000 / (19 * 60 + 30))
+
+
+def test_events_elsewhere_or_outside_the_window_or_mere_notes_do_not_disturb(run):
+    other = Host.objects.create(name="door7")
+    log_event("service_restart", "restart of an unrelated door", host=other, time=T0 + timedelta(minutes=5))
+    log_event("service_restart", "restart after the run", host=Host.objects.get(name="door2"),
+              time=T0 + timedelta(minutes=30))  # fmt: skip
+    log_event("note", "looked at the dashboard", time=T0 + timedelta(minutes=5))
+    run.refresh_from_db()
+    assert not run.disturbed
+
+
+def test_backend_and_site_wide_events_apply_too(run):
+    log_event("deploy", "dCache 9.2.22 deployed", backend=run.campaign.destinations.first().backend,
+              source="api", time=T0 + timedelta(minutes=3))  # fmt: skip
+    run.refresh_from_db()
+    assert run.disturbed
+    assert len(disturbance.disturbance_report(run)["events"]) == 1

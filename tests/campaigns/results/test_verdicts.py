@@ -1,0 +1,189 @@
+"""The verdict logic on hand-built steps and samples: knee, first saturated resource, capacity."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from campaigns import runs
+from campaigns.models import RunStep
+from campaigns.results import verdicts
+from collectors.models import Host, MetricSample
+from tests.support.factories import campaign, endpoint
+
+pytestmark = pytest.mark.django_db
+
+T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+STEP = 10  # seconds
+
+
+def curve(*points: tuple[int, float | None]) -> list[dict]:
+    return [{"step": i, "concurrency": c, "throughput_bps": t} for i, (c, t) in enumerate(points)]
+
+
+def test_knee_is_the_smallest_concurrency_within_95_percent_of_the_peak():
+    result = verdicts.knee(curve((1, 100e6), (2, 190e6), (4, 300e6), (8, 290e6), (16, 310e6)))
+    assert result["status"] == "levelled"
+    assert result["peak"]["concurrency"] == 16
+    assert result["knee"] == {"step": 2, "concurrency": 4, "throughput_bps": 300e6}  # 300 >= 0.95 * 310
+
+
+def test_a_curve_whose_knee_is_its_last_step_is_still_rising():
+    assert verdicts.knee(curve((1, 100e6), (2, 180e6), (4, 250e6)))["status"] == "still_rising"
+    # Within 5 % of the previous step is levelled off, not rising.
+    assert verdicts.knee(curve((1, 100e6), (2, 200e6), (4, 209e6)))["knee"]["concurrency"] == 2
+
+
+def test_a_last_step_within_noise_of_the_earlier_ones_is_not_a_rise():
+    # Seen on a door confined to one core: flat, with the last step 6 % up by chance.
+    result = verdicts.knee(curve((1, 638e6), (2, 632e6), (4, 635e6), (8, 674e6)))
+    assert result["status"] == "levelled"
+    assert result["knee"]["concurrency"] == 1
+    assert result["peak"]["concurrency"] == 8  # the peak is still reported as measured
+    # More than 10 % above every earlier step is a rise.
+    assert verdicts.knee(curve((1, 638e6), (2, 632e6), (4, 635e6), (8, 710e6)))["status"] == "still_rising"
+
+
+def test_degenerate_curves():
+    assert verdicts.knee(curve((4, 100e6)))["status"] == "single_step"
+    assert verdicts.knee(curve((1, None), (2, 0)))["status"] == "no_data"
+    assert verdicts.knee([])["status"] == "no_data"
+
+
+# -- saturation on hand-built samples ---------------------------------------------------------
+@pytest.fixture
+def door(db) -> Host:
+    return Host.objects.create(name="door-a", link_speed_bps=10_000_000_000)
+
+
+def _run(door: Host, concurrencies: list[int], throughputs: list[float], **fields):
+    src = endpoint("v-src", "mock://src.test/data/")
+    dst = endpoint("v-dst", "mock://dst.test/data/")
+    dst.hosts.set([door])
+    obj = campaign("verdict", [src], [dst], concurrency_steps=concurrencies, step_seconds=STEP, **fields)
+    run = runs.create_run(obj)
+    steps = []
+    for i, (c, t) in enumerate(zip(concurrencies, throughputs, strict=True)):
+        start = T0 + timedelta(seconds=i * STEP)
+        end = start + timedelta(seconds=STEP)
+        RunStep.objects.create(run=run, index=i, concurrency=c, started_at=start, ended_at=end)
+        row = {"step": i, "concurrency": c, "throughput_bps": t, "files_ok": 100, "files_failed": 0, "errors": {}}
+        steps.append(row)
+    summary = {"steps": steps, "doors": {door.name: {}}}
+    return run, summary
+
+
+def _samples(host: Host, step: int, metric: str, values: list[float], label: str = "") -> None:
+    start = T0 + timedelta(seconds=step * STEP)
+    MetricSample.objects.bulk_create(
+        MetricSample(host=host, metric=metric, label=label, time=start + timedelta(seconds=2 + 3 * k), value=v)
+        for k, v in enumerate(values)
+    )
+
+
+def test_the_first_resource_to_saturate_at_or_before_the_knee_is_named(door):
+    run, summary = _run(door, [1, 2, 4, 8], [100e6, 180e6, 200e6, 201e6])  # knee at 4
+    for step, daemon in enumerate([50, 95, 99, 99]):
+        _samples(door, step, "proc.cpu_percent", [daemon, daemon], "xrootd")
+        _samples(door, step, "proc.cpus_allowed", [1, 1], "xrootd")
+        _samples(door, step, "cpu.percent", [30, 30])
+    # The network saturates too, but only after the knee: it is not the bottleneck.
+    _samples(door, 3, "net.tx_bps", [1.2e9, 1.2e9], "eth0")
+    verdict = verdicts.run_verdict(run, summary, T0 + timedelta(seconds=40))
+    assert verdict["status"] == "levelled" and verdict["knee"]["concurrency"] == 4
+    b = verdict["bottleneck"]
+    assert (b["door"], b["resource"], b["label"], b["concurrency"]) == ("door-a", "daemon_cpu", "xrootd", 2)
+    assert b["value"] == pytest.approx(0.95)
+    assert "CPU of xrootd on door-a" in verdict["headline"] and "Knee at concurrency 4" in verdict["headline"]
+    step3 = {(r["resource"], r["label"]): r["value"] for r in verdict["saturation"][3]["readings"]}
+    assert step3[("network", "eth0")] == pytest.approx(1.2e9 * 8 / 10e9)
+
+
+def test_a_daemon_allowed_two_cores_is_not_saturated_at_one(door):
+    run, summary = _run(door, [1, 2, 4], [100e6, 150e6, 151e6])
+    for step in range(3):
+        _samples(door, step, "proc.cpu_percent", [100, 100], "xrootd")
+        _samples(door, step, "proc.cpus_allowed", [2, 2], "xrootd")
+    verdict = verdicts.run_verdict(run, summary, T0 + timedelta(seconds=30))
+    assert verdict["bottleneck"] is None
+    assert "Nothing saturated at or before the knee" in verdict["headline"]
+
+
+def test_network_against_the_link_speed_and_memory_and_disk(door):
+    run, summary = _run(door, [1, 2], [100e6, 100e6])
+    _samples(door, 0, "net.rx_bps", [1.15e9, 1.17e9], "eth0")  # 9.3 of 10 Gbit/s
+    _samples(door, 0, "disk.busy_percent", [40], "sda")
+    _samples(door, 0, "mem.used", [3e9])
+    _samples(door, 0, "mem.total", [4e9])
+    verdict = verdicts.run_verdict(run, summary, T0 + timedelta(seconds=20))
+    assert (verdict["bottleneck"]["resource"], verdict["bottleneck"]["label"]) == ("network", "eth0")
+    values = {r["resource"]: r["value"] for r in verdict["saturation"][0]["readings"]}
+    assert values["disk"] == pytest.approx(0.40) and values["memory"] == pytest.approx(0.75)
+    # Without a link speed the network cannot be judged, and the headline says nothing saturated.
+    Host.objects.filter(pk=door.pk).update(link_speed_bps=None)
+    assert verdicts.run_verdict(run, summary, T0 + timedelta(seconds=20))["bottleneck"] is None
+
+
+def test_samples_outside_the_steps_do_not_count_and_no_samples_is_said(door):
+    run, summary = _run(door, [1, 2], [100e6, 100e6])
+    MetricSample.objects.create(host=door, metric="cpu.percent", time=T0 - timedelta(seconds=1), value=100)
+    verdict = verdicts.run_verdict(run, summary, T0 + timedelta(seconds=20))
+    assert verdict["samples_used"] == 0 and verdict["bottleneck"] is None
+    assert "Saturation unknown" in verdict["headline"]
+
+
+def test_overload_errors_are_named_when_no_resource_saturated(door):
+    run, summary = _run(door, [2, 8, 16], [100e6, 100e6, 100e6])
+    summary["steps"][0].update(files_ok=90, files_failed=10, errors={"checksum_timeout": 8, "not_found": 2})
+    _samples(door, 0, "cpu.percent", [20])
+    verdict = verdicts.run_verdict(run, summary, T0 + timedelta(seconds=30))
+    assert verdict["overload_errors"] == {"step": 0, "concurrency": 2, "rate": pytest.approx(0.08)}
+    assert "checksum timeouts" in verdict["headline"] and "From concurrency 2, 8%" in verdict["headline"]
+
+
+def test_capacity_projection_from_the_knee(door, settings):
+    settings.STORAGEOPS_TARGET_RATE_BPS = 40_000_000_000
+    run, summary = _run(door, [1, 2, 4], [400e6, 700e6, 710e6])  # knee at 2: 700 MB/s on one door
+    verdict = verdicts.run_verdict(run, summary, T0 + timedelta(seconds=30))
+    cap = verdict["capacity"]
+    assert cap["per_door_bps"] == 700e6 and cap["doors_measured"] == 1
+    assert cap["doors_needed"] == 8  # 40 Gbit/s = 5 GB/s; 5 / 0.7 = 7.1 → 8
+    assert any("linearly" in a for a in cap["assumptions"])
+    assert "8 door(s) like these for 40 Gbit/s" in verdict["headline"]
+    # The campaign's own target wins over the site's.
+    run.snapshot["parameters"]["target_rate_bps"] = 10_000_000_000
+    assert verdicts.run_verdict(run, summary, T0 + timedelta(seconds=30))["capacity"]["doors_needed"] == 2
+    settings.STORAGEOPS_TARGET_RATE_BPS = 0
+    run.snapshot["parameters"]["target_rate_bps"] = None
+    cap = verdicts.run_verdict(run, summary, T0 + timedelta(seconds=30))["capacity"]
+    assert cap["doors_needed"] is None and "No target rate" in cap["note"]
+
+
+def test_capacity_splits_the_knee_over_the_doors():
+    cap = verdicts.capacity({"throughput_bps": 900e6}, ["a", "b", "c"], 24_000_000_000, still_rising=True)
+    assert cap["per_door_bps"] == 300e6 and cap["doors_needed"] == 10
+    assert any("upper bound" in a for a in cap["assumptions"])
+
+
+def test_a_confined_daemon_whose_core_others_keep_busy_is_cpu_bound(door):
+    run, summary = _run(door, [1, 2, 4], [100e6, 101e6, 100e6])
+    for step in range(3):
+        _samples(door, step, "proc.cpu_percent", [60, 62], "xrootd")  # its share of core 0...
+        _samples(door, step, "proc.cpus_allowed", [1, 1], "xrootd")
+        _samples(door, step, "proc.cores_busy_percent", [97, 99], "xrootd")  # ...which is full
+        _samples(door, step, "cpu.percent", [55, 55])
+    verdict = verdicts.run_verdict(run, summary, T0 + timedelta(seconds=30))
+    b = verdict["bottleneck"]
+    assert (b["resource"], b["label"], b["concurrency"]) == ("daemon_cpu", "xrootd", 1)
+    assert b["value"] == pytest.approx(0.98) and "61 % of 1 core(s); those cores 98 % busy" in b["detail"]
+
+
+def test_between_equal_readings_the_daemon_is_named_rather_than_the_machine(door):
+    run, summary = _run(door, [1, 2], [100e6, 100e6])
+    _samples(door, 0, "cpu.percent", [100, 100])
+    _samples(door, 0, "proc.cpu_percent", [99.8, 100], "xrootd")
+    _samples(door, 0, "proc.cpus_allowed", [2, 2], "xrootd")
+    _samples(door, 0, "proc.cores_busy_percent", [100, 100], "xrootd")
+    b = verdicts.run_verdict(run, summary, T0 + timedelta(seconds=20))["bottleneck"]
+    assert (b["resource"], b["label"]) == ("daemon_cpu", "xrootd")

@@ -1,0 +1,153 @@
+"""Clean-up removes exactly a run's files on a real XRootD server, and nothing else.
+
+What is left is checked twice, independently of gfal2: on the server's disk and with xrdfs.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+
+import pytest
+
+from campaigns import runs
+from campaigns.choices import RunState
+from campaigns.models import Run, Transfer
+from campaigns.runs import cleanup
+from campaigns.runs.lifecycle import RunDriver, build_copier
+from collectors.models import Event
+from tests.support.factories import campaign, endpoint
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def xrdfs_ls(server, path: str) -> list[str]:
+    out = subprocess.run(
+        ["xrdfs", f"127.0.0.1:{server.port}", "ls", path], capture_output=True, text=True, timeout=30, check=False
+    )
+    return sorted(line.rsplit("/", 1)[-1] for line in out.stdout.split()) if out.returncode == 0 else []
+
+
+def xrdfs_exists(server, path: str) -> bool:
+    out = subprocess.run(
+        ["xrdfs", f"127.0.0.1:{server.port}", "stat", path], capture_output=True, text=True, timeout=30, check=False
+    )
+    return out.returncode == 0
+
+
+def make_campaign(door1, door2, name: str, **fields):
+    src = endpoint(f"{name}-src", door1.root_url_for(f"/data/{name}/"))
+    dst = endpoint(f"{name}-dst", door2.root_url_for(f"/data/{name}/"))
+    return campaign(
+        name, [src], [dst], file_count=6, file_size=200_000, create_sources=True, concurrency_steps=[3], **fields
+    )
+
+
+def test_a_run_deletes_exactly_its_files_at_its_end(xrootd_pair):
+    door1, door2 = xrootd_pair
+    obj = make_campaign(door1, door2, "clean", cleanup="delete")
+    run = runs.create_run(obj, trigger="command")
+    runs_dir = "/data/clean/storageops/runs"
+    # Neighbours that share the prefix: another run's folder whose name starts like this
+    # run's (run-7 and run-70), a file beside the run folders, one outside the campaign.
+    survivors = [
+        f"{runs_dir}/run-{run.pk}0/f0000000",
+        f"{runs_dir}/notes.txt",
+        f"/data/clean/storageops/source-copy-{run.pk}",
+        "/data/outside-the-prefix.txt",
+    ]
+    for path in survivors:
+        door2.write_local(path, b"keep me")
+
+    RunDriver(run.pk).drive()
+    run.refresh_from_db()
+    assert run.state == RunState.SUCCEEDED, run.error
+    assert run.files_done == 6
+    report = run.summary["cleanup"]
+    assert (report["deleted"], report["failed"], report["refused"]) == (6, 0, 0), report
+    assert report["folders_removed"] == 1
+
+    run_dir = f"{runs_dir}/run-{run.pk}"
+    assert not door2.local_path(run_dir).exists()
+    assert not xrdfs_exists(door2, run_dir)
+    for path in survivors:
+        assert door2.local_path(path).read_bytes() == b"keep me", path
+        assert xrdfs_exists(door2, path), path
+    assert xrdfs_ls(door2, runs_dir) == sorted(["notes.txt", f"run-{run.pk}0"])
+    # The sources the run uploaded are shared by the campaign's runs: kept.
+    assert xrdfs_ls(door1, "/data/clean/storageops/source/200000")
+    event = Event.objects.get(run=run, summary__startswith="Clean-up")
+    assert "6 files deleted" in event.summary
+
+
+def test_paths_outside_the_run_folder_are_refused_and_recorded(xrootd_pair):
+    door1, door2 = xrootd_pair
+    obj = make_campaign(door1, door2, "refuse")  # keeps its files: clean-up is called by hand below
+    run = runs.create_run(obj, trigger="command")
+    RunDriver(run.pk).drive()
+    run.refresh_from_db()
+    assert run.files_done == 6 and "cleanup" not in run.summary
+    run_dir = f"/data/refuse/storageops/runs/run-{run.pk}"
+    assert len(xrdfs_ls(door2, run_dir)) == 6
+
+    # Rows that point outside the run folder (a corrupted or hostile record) must not be obeyed.
+    victim = door2.write_local("/data/refuse/storageops/victim.txt", b"not yours")
+    first, second, third = Transfer.objects.filter(run=run).order_by("index")[:3]
+    first.destination = door2.root_url_for(f"{run_dir}/") + "../../victim.txt"
+    second.destination = door2.root_url_for("/data/refuse/storageops/victim.txt")
+    third.destination = door1.root_url_for(f"{run_dir}/f0000002")  # right path, wrong server
+    Transfer.objects.bulk_update([first, second, third], ["destination"])
+    door2.local_path(f"{run_dir}/f0000003").unlink()  # already gone: absent, not a failure
+
+    report = cleanup.cleanup_run(Run.objects.get(pk=run.pk), build_copier(run.snapshot))
+    assert (report["deleted"], report["absent"], report["refused"], report["failed"]) == (2, 1, 3, 0), report
+    assert len(report["errors"]) == 3 and all(e.startswith("refused") for e in report["errors"])
+    assert victim.read_bytes() == b"not yours"
+    # The files the refused rows were really about stay where they are.
+    assert xrdfs_ls(door2, run_dir) == ["f0000000", "f0000001", "f0000002"]
+    run.refresh_from_db()
+    assert run.summary["cleanup"]["refused"] == 3
+    assert "3 refused" in Event.objects.get(run=run, summary__startswith="Clean-up").summary
+
+
+@pytest.mark.parametrize(
+    ("url", "inside"),
+    [
+        ("root://h:1094//data/t/runs/run-7/f0000001", True),
+        ("root://h:1094//data/t/runs/run-7/sub/f1", True),
+        ("root://h:1094//data/t/runs/run-70/f0000001", False),
+        ("root://h:1094//data/t/runs/run-7", False),
+        ("root://h:1094//data/t/runs/run-7/../run-8/f1", False),
+        ("root://h:1094//data/t/runs/run-7/./f1", True),
+        ("root://other:1094//data/t/runs/run-7/f1", False),
+        ("davs://h:1094//data/t/runs/run-7/f1", False),
+        ("root://h:1094//etc/passwd", False),
+    ],
+)
+def test_inside_prefix(url, inside):
+    assert cleanup.inside_prefix(url, "root://h:1094//data/t/runs/run-7/") is inside
+
+
+def test_a_clean_up_asked_through_the_api_runs_on_a_worker(worker, operator, viewer):
+    from rest_framework.test import APIClient
+
+    from storageops.api import tokens
+    from tests.support.factories import mock_campaign
+
+    run = runs.create_run(mock_campaign("later", file_count=4), trigger="command")
+    assert RunDriver(run.pk).drive() == RunState.SUCCEEDED
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {tokens.create_token(viewer, 'v', 'viewer')[1]}")
+    assert client.post(f"/api/v1/runs/{run.pk}/cleanup/").status_code == 403
+    client.credentials(HTTP_AUTHORIZATION=f"Token {tokens.create_token(operator, 'o', 'operator')[1]}")
+    assert client.post(f"/api/v1/runs/{run.pk}/cleanup/").status_code == 202
+    deadline = time.monotonic() + 60
+    while "cleanup" not in Run.objects.get(pk=run.pk).summary and time.monotonic() < deadline:
+        time.sleep(0.5)
+    report = Run.objects.get(pk=run.pk).summary.get("cleanup")
+    assert report is not None, worker.log_text()[-3000:]
+    assert (report["deleted"], report["failed"], report["refused"]) == (4, 0, 0)
+
+    live = runs.create_run(mock_campaign("live-cleanup", file_count=1), trigger="command")
+    refused = client.post(f"/api/v1/runs/{live.pk}/cleanup/")
+    assert refused.status_code == 400 and "cannot be cleaned up yet" in refused.json()["error"]["fields"]["state"][0]

@@ -1,0 +1,189 @@
+"""The run driver on gfal2's mock plugin: the real gfal2 code path, simulated storage."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from datetime import timedelta
+
+import pytest
+
+from campaigns import runs
+from campaigns.choices import RunState
+from campaigns.models import Run, Transfer
+from campaigns.runs.lifecycle import RunDriver
+from tests.support.factories import mock_campaign
+from tests.support.runs import drive
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def final_states(run: Run) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for state in Transfer.objects.filter(run=run).values_list("state", flat=True):
+        counts[state] = counts.get(state, 0) + 1
+    return counts
+
+
+def test_fixed_concurrency_records_every_transfer_once():
+    run = drive(mock_campaign(file_count=500, concurrency_steps=[8]))
+    assert run.state == RunState.SUCCEEDED
+    assert run.stop_reason == "all planned transfers finished"
+    assert (run.files_done, run.files_failed, run.files_skipped) == (500, 0, 0)
+    assert final_states(run) == {"succeeded": 500}
+    assert run.bytes_done == 500 * 1000
+    assert sorted(Transfer.objects.filter(run=run).values_list("index", flat=True)) == list(range(500))
+    assert run.summary["total"]["files_ok"] == 500
+    assert run.summary["total"]["success_rate"] == 1.0
+    assert run.events.filter(kind="run_start").count() == 1
+    assert run.events.filter(kind="run_end").count() == 1
+
+
+def test_sweep_gives_one_aggregate_per_step_at_its_concurrency():
+    run = drive(mock_campaign(file_count=300, concurrency_steps=[1, 2, 4], step_files=100))
+    steps = run.summary["steps"]
+    assert [s["concurrency"] for s in steps] == [1, 2, 4]
+    assert [s["files_ok"] for s in steps] == [100, 100, 100]
+    assert all(s["throughput_bps"] and s["throughput_bps"] > 0 for s in steps)
+    assert list(run.steps.values_list("concurrency", flat=True)) == [1, 2, 4]
+    # Never more copies in flight than the step allows: at concurrency 1, copies never overlap.
+    first = list(
+        Transfer.objects.filter(run=run, step=0).order_by("started_at").values_list("started_at", "finished_at")
+    )
+    assert all(first[i][1] <= first[i + 1][0] for i in range(len(first) - 1))
+
+
+def test_time_bounded_steps_then_the_sweep_ends():
+    run = drive(mock_campaign(file_count=100, dst_query="time=1", concurrency_steps=[2, 4], step_seconds=2))
+    assert run.stop_reason == "concurrency sweep completed"
+    assert [s["concurrency"] for s in run.summary["steps"]] == [2, 4]
+    assert run.files_skipped == 100 - run.files_done
+    assert final_states(run).get("queued") is None and final_states(run).get("active") is None
+
+
+@pytest.mark.parametrize(
+    ("errno", "category"),
+    [
+        (110, "transfer_timeout"),
+        (111, "connection_refused"),
+        (28, "no_space"),
+        (13, "permission_denied"),
+        (2, "not_found"),
+        (17, "file_exists"),
+    ],
+)
+def test_failures_are_categorised_with_the_raw_message(errno, category):
+    run = drive(mock_campaign(file_count=3, dst_query=f"time=1&transfer_errno={errno}"))
+    assert run.files_failed == 3
+    assert run.state == RunState.FAILED
+    transfer = Transfer.objects.filter(run=run).first()
+    assert transfer.error_category == category
+    assert transfer.error_code == errno
+    assert transfer.error_message
+    assert run.summary["total"]["errors"] == {category: 3}
+
+
+def test_checksum_mismatch_is_its_own_category():
+    run = drive(
+        mock_campaign(
+            file_count=2, src_query="checksum=0000aaaa", dst_query="time=0&checksum=0000bbbb", checksum_mode="both"
+        )
+    )
+    assert set(Transfer.objects.filter(run=run).values_list("error_category", flat=True)) == {"checksum_mismatch"}
+
+
+def test_retries_are_counted_and_the_last_error_kept():
+    run = drive(mock_campaign(file_count=2, dst_query="time=1&transfer_errno=110", retries=2))
+    assert set(Transfer.objects.filter(run=run).values_list("attempt", "state")) == {(3, "failed")}
+    assert run.files_failed == 2
+
+
+def test_byte_budget_stops_cleanly():
+    run = drive(mock_campaign(file_count=1000, file_size=1000, max_bytes=100_000, concurrency_steps=[4]))
+    assert run.state == RunState.SUCCEEDED
+    assert run.stop_reason.startswith("byte budget reached")
+    assert 100_000 <= run.bytes_done <= 101_000
+    assert run.files_done + run.files_skipped == 1000
+    assert final_states(run)["skipped"] == run.files_skipped
+
+
+def test_cancel_aborts_in_flight_copies_after_the_grace_time():
+    campaign = mock_campaign(file_count=50, dst_query="time=30", concurrency_steps=[5], cancel_grace=1)
+    run = runs.create_run(campaign, trigger="command")
+    result: list[str] = []
+    thread = threading.Thread(target=lambda: result.append(RunDriver(run.pk).drive()))
+    thread.start()
+    deadline = time.monotonic() + 20
+    while Run.objects.get(pk=run.pk).active_transfers < 5 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    started = time.monotonic()
+    assert runs.request_cancel(Run.objects.get(pk=run.pk))
+    thread.join(timeout=30)
+    assert not thread.is_alive()
+    assert time.monotonic() - started < 10, "cancel must not wait for 30 s copies"
+    run.refresh_from_db()
+    assert run.state == RunState.CANCELLED
+    states = final_states(run)
+    assert states.get("cancelled") == 50, states
+    aborted = Transfer.objects.filter(run=run, attempt=1)
+    assert aborted.count() == 5 and all(t.error_category == "cancelled" for t in aborted)
+
+
+def test_a_second_driver_does_not_steal_a_live_run():
+    campaign = mock_campaign(file_count=20, dst_query="time=1", concurrency_steps=[2])
+    run = runs.create_run(campaign, trigger="command")
+    assert runs.acquire_lease(run.pk, "someone-else")
+    assert RunDriver(run.pk).drive() == "busy"
+    run.refresh_from_db()
+    assert run.state == RunState.PENDING and run.executor == "someone-else"
+
+
+def test_a_run_is_resumed_from_its_rows_after_its_driver_vanished(settings):
+    """A driver that died mid-run leaves active rows; the next driver retries exactly those."""
+    campaign = mock_campaign(file_count=40, concurrency_steps=[4])
+    run = runs.create_run(campaign, trigger="command")
+    # Drive a first time but stop after planning, as if the worker was killed right there.
+    first = RunDriver(run.pk, executor="dead-worker")
+    first.copier = first.copier_factory(run.snapshot)
+    assert runs.acquire_lease(run.pk, "dead-worker")
+    first._prepare(Run.objects.get(pk=run.pk))
+    from campaigns.runs import store as transfer_store
+
+    jobs = transfer_store.claim(run.pk, 4, 0, "dead-worker")
+    assert len(jobs) == 4
+    Run.objects.filter(pk=run.pk).update(heartbeat_at=run.created - timedelta(hours=1))  # lease long expired
+    assert runs.stale_run_ids() == [run.pk]
+    assert RunDriver(run.pk).drive() == RunState.SUCCEEDED
+    run.refresh_from_db()
+    assert (run.files_done, run.files_failed, run.files_skipped) == (40, 0, 0)
+    retried = Transfer.objects.filter(run=run, attempt=2)
+    assert sorted(retried.values_list("index", flat=True)) == [j.index for j in jobs]
+
+
+def test_live_progress_is_persisted_every_two_seconds():
+    campaign = mock_campaign("live", file_count=60, dst_query="time=1", concurrency_steps=[10])
+    run = runs.create_run(campaign, trigger="command")
+    thread = threading.Thread(target=RunDriver(run.pk).drive)
+    thread.start()
+    seen = []
+    try:
+        deadline = time.monotonic() + 30
+        while thread.is_alive() and time.monotonic() < deadline:
+            live = Run.objects.get(pk=run.pk)
+            if live.state == RunState.RUNNING and live.progress_at:
+                seen.append((time.monotonic(), live.progress_at, live))
+            time.sleep(0.25)
+    finally:
+        thread.join(timeout=30)
+    stamps = sorted({p for _, p, _ in seen})
+    assert len(stamps) >= 2
+    assert max((b - a).total_seconds() for a, b in itertools.pairwise(stamps)) <= 2.6
+    mid = [r for _, _, r in seen if 0 < r.files_done < 60]
+    assert mid, "progress must be visible while the run is going"
+    sample = mid[-1]
+    assert any(r.throughput_bps and r.throughput_bps > 0 for r in mid)
+    assert any(r.eta_seconds and r.eta_seconds > 0 for r in mid)
+    assert sample.current_step == 0 and sample.current_concurrency == 10
+    assert all(r.active_transfers <= 10 for r in mid)
+    assert any(r.active_transfers > 0 for r in mid)

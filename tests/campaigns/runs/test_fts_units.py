@@ -1,0 +1,102 @@
+"""The FTS engine's pure parts: reason taxonomy, job bodies, campaign validation, dispatch."""
+
+from __future__ import annotations
+
+import pytest
+from django.core.exceptions import ValidationError
+
+from campaigns import runs
+from campaigns.models import FtsInstance
+from campaigns.runs.engines.base import CopyJob
+from campaigns.runs.engines.errors import categorize_fts, parse_fts_reason
+from campaigns.runs.engines.fts import JobOptions, file_outcome, job_body, storage_element
+from tests.support.factories import campaign, endpoint
+
+
+@pytest.mark.parametrize(
+    ("reason", "category", "code"),
+    [
+        ("SOURCE [2] Failed to stat file (No such file or directory)", "not_found", 2),
+        ("SOURCE [5] Source and user-defined adler32 checksum do not match (8bcc446b != 00000001)",
+         "checksum_mismatch", 5),
+        ("DESTINATION [17] Destination file exists and overwrite is not enabled", "file_exists", 17),
+        ("TRANSFER [110] Checksum timeout of 1800 seconds has been exceeded", "checksum_timeout", 110),
+        ("TRANSFER [70] Transfer forcefully killed: Probably stalled", "transfer_timeout", 70),
+        ("Job has been canceled because it stayed in the queue for too long", "transfer_timeout", None),
+        ("TRANSFER [5] HTTP 500 : Unexpected server error: 500 Internal Server Error", "http_5xx", 5),
+        ("DESTINATION [13] HTTP 403 : Permission refused", "permission_denied", 13),
+        ("TRANSFER [7] curl error (7): Couldn't connect to server", "connection_refused", 7),
+        ("TRANSFER [110] curl error (28): Timeout was reached", "transfer_timeout", 110),
+        ("DESTINATION [28] No space left on device", "no_space", 28),
+        ("Job canceled by the user", "cancelled", None),
+        ("TRANSFER [95] Destination does not support delegation.", "tpc_failure", 95),
+        ("Something FTS never said before", "other", None),
+    ],
+)  # fmt: skip
+def test_fts_reasons_map_onto_the_taxonomy(reason, category, code):
+    assert categorize_fts(reason) == (category, code)
+
+
+def test_reason_scope_is_parsed():
+    assert parse_fts_reason("DESTINATION [17] exists") == ("DESTINATION", 17)
+    assert parse_fts_reason("Probably stalled") == ("", None)
+
+
+def test_job_body_carries_every_parameter_explicitly():
+    files = [CopyJob(id=11, index=0, source="root://a:1094//s/0", destination="root://b:1094//d/0", size=5, step=1,
+                     attempt=1, checksum="0a1b2c3d"),
+             CopyJob(id=12, index=1, source="root://a:1094//s/1", destination="root://b:1094//d/1", size=5, step=1,
+                     attempt=1)]  # fmt: skip
+    options = JobOptions.from_parameters(
+        {"checksum_mode": "target", "checksum_algorithm": "adler32", "overwrite": False, "retries": 2,
+         "fts_priority": 5, "timeout": 600, "streams": 4, "tcp_buffer_size": 4194304, "fts_strict_copy": True}
+    )  # fmt: skip
+    body = job_body(files, options, {"campaign": 3, "run": 9, "step": 1})
+    assert body["params"] == {
+        "verify_checksum": "target", "overwrite": False, "retry": 2, "retry_delay": 0, "priority": 5,
+        "timeout": 600, "nostreams": 4, "buffer_size": 4194304, "strict_copy": True,
+        "job_metadata": {"campaign": 3, "run": 9, "step": 1},
+    }  # fmt: skip
+    first, second = body["files"]
+    assert first["checksum"] == "adler32:0a1b2c3d" and "checksum" not in second
+    assert first["metadata"] == {"campaign": 3, "run": 9, "step": 1, "transfer": 11, "index": 0}
+    assert (first["sources"], first["destinations"], first["filesize"]) == (["root://a:1094//s/0"],
+                                                                            ["root://b:1094//d/0"], 5)  # fmt: skip
+
+
+def test_file_outcome_reads_fts_fields():
+    outcome = file_outcome(
+        {"file_id": 4, "file_state": "FINISHED", "reason": "", "filesize": 1000, "tx_duration": 2.0,
+         "start_time": "2026-11-23T02:14:05", "finish_time": "2026-11-23T02:14:07", "transfer_host": "fts1",
+         "checksum": "adler32:00000001", "file_metadata": '{"transfer": 77}'}
+    )  # fmt: skip
+    assert outcome.transfer_id == 77 and outcome.ok and outcome.throughput_bps == 500.0
+    assert outcome.start_time.isoformat() == "2026-11-23T02:14:05+00:00"
+    assert storage_element("root://door1.example.org:1094//data/x") == "root://door1.example.org"
+
+
+@pytest.mark.django_db
+def test_an_fts_campaign_needs_an_instance_and_a_valid_one():
+    src, dst = endpoint("u-src", "root://a:1094//s/"), endpoint("u-dst", "root://b:1094//d/")
+    with pytest.raises(ValidationError) as info:
+        campaign("no-fts", [src], [dst], engine="fts")
+    assert "fts_instance" in info.value.message_dict
+    with pytest.raises(ValidationError) as info:
+        FtsInstance.objects.create(name="bad", url="ftp://fts.example.org", x509_cert="relative/cert")
+    assert set(info.value.message_dict) == {"url", "x509_cert"}
+    with pytest.raises(ValidationError):
+        FtsInstance.objects.create(name="both", url="https://fts", x509_cert="/tmp/x509up", bearer_token="t")
+    ok = FtsInstance.objects.create(name="ok", url="https://fts3.example.org:8446", bearer_token="t")
+    obj = campaign("with-fts", [src], [dst], engine="fts", fts_instance=ok)
+    run = runs.create_run(obj)
+    assert run.snapshot["fts"]["url"] == "https://fts3.example.org:8446"
+    assert run.snapshot["fts"]["auth"] == "token" and "t" not in run.snapshot["fts"].values()
+    assert run.snapshot["parameters"]["fts_instance_id"] == ok.pk
+
+
+def test_fts_runs_go_to_the_control_queue(settings):
+    from campaigns.tasks import drive_fts_run, drive_run
+
+    routes = settings.CELERY_TASK_ROUTES
+    assert drive_fts_run.name not in routes and settings.CELERY_TASK_DEFAULT_QUEUE == settings.STORAGEOPS_CONTROL_QUEUE
+    assert routes[drive_run.name]["queue"] == settings.STORAGEOPS_TRANSFERS_QUEUE
