@@ -15,43 +15,9 @@ from django.forms.models import model_to_dict
 
 from campaigns.choices import CampaignKind
 from campaigns.models import Campaign, Endpoint
+from campaigns.spec import PARAMETER_NAMES
 
-PARAMETER_FIELDS = (
-    "name",
-    "kind",
-    "engine",
-    "source_path",
-    "destination_path",
-    "create_sources",
-    "file_count",
-    "file_size",
-    "file_mix",
-    "source_file_count",
-    "direction",
-    "tpc_mode",
-    "checksum_mode",
-    "checksum_algorithm",
-    "streams",
-    "tcp_buffer_size",
-    "timeout",
-    "overwrite",
-    "create_parent",
-    "retries",
-    "concurrency_steps",
-    "step_seconds",
-    "step_files",
-    "max_bytes",
-    "max_duration",
-    "cancel_grace",
-    "max_bytes_per_day",
-    "max_bytes_per_week",
-    "allow_overlap",
-    "cleanup",
-    "fts_instance_id",
-    "fts_priority",
-    "fts_strict_copy",
-    "target_rate_bps",
-)
+PARAMETER_FIELDS = PARAMETER_NAMES  # what a snapshot freezes of a campaign: the RunSpec's fields
 _SECRET_FIELDS = ("bearer_token",)
 
 

@@ -1,0 +1,129 @@
+"""A run's parameters as one typed, frozen value, built once from the run's snapshot.
+
+The snapshot is what a run froze of its campaign when it was created (a JSON dict, kept
+forever so a result can be explained). Code reads it through `RunSpec`, never as a raw dict:
+the defaults live in one place (the Campaign model's own field defaults, so a snapshot taken
+before a field existed reads as that field's default), and derived facts such as which side's
+door does the work are defined once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from functools import cache
+from typing import Any
+
+from campaigns.models.definitions import Campaign
+
+# A budget label says which budget stopped a run ("daily byte budget reached ...").
+DEFAULT_BYTE_BUDGET_LABEL = "byte budget"
+
+
+@dataclass(frozen=True, slots=True)
+class FtsSpec:
+    """How the run reached its FTS instance (never its secrets)."""
+
+    id: int | None = None
+    name: str = ""
+    url: str = ""
+    auth: str = ""
+    verify_tls: bool = True
+    files_per_job: int = 100
+    manage_link_limits: bool = False
+    poll_seconds: float = 2.0
+
+
+@dataclass(frozen=True, slots=True)
+class RunSpec:
+    campaign_id: int | None
+    name: str
+    kind: str
+    engine: str
+    source_path: str
+    destination_path: str
+    create_sources: bool
+    file_count: int
+    file_size: int
+    file_mix: tuple[tuple[int, int], ...]  # (count, size) pairs; empty when file_count x file_size
+    source_file_count: int | None
+    direction: str
+    tpc_mode: str
+    checksum_mode: str
+    checksum_algorithm: str
+    streams: int
+    tcp_buffer_size: int
+    timeout: int
+    overwrite: bool
+    create_parent: bool
+    retries: int
+    concurrency_steps: tuple[int, ...]
+    step_seconds: int | None
+    step_files: int | None
+    max_bytes: int | None
+    max_duration: int | None
+    cancel_grace: int
+    max_bytes_per_day: int | None
+    max_bytes_per_week: int | None
+    allow_overlap: bool
+    cleanup: str
+    fts_instance_id: int | None
+    fts_priority: int
+    fts_strict_copy: bool
+    target_rate_bps: int | None
+    byte_budget_label: str = DEFAULT_BYTE_BUDGET_LABEL
+    fts: FtsSpec = field(default_factory=FtsSpec)
+
+    @classmethod
+    def from_snapshot(cls, snapshot: dict) -> RunSpec:
+        parameters = snapshot.get("parameters") or {}
+        values: dict[str, Any] = {}
+        for name, default in _campaign_defaults().items():
+            value = parameters.get(name, default)
+            values[name] = default if value is None and default is not None else value
+        values["file_mix"] = tuple((int(m["count"]), int(m["size"])) for m in (parameters.get("file_mix") or []))
+        values["concurrency_steps"] = tuple(int(c) for c in values["concurrency_steps"])
+        values["byte_budget_label"] = parameters.get("byte_budget_label") or DEFAULT_BYTE_BUDGET_LABEL
+        fts = snapshot.get("fts") or {}
+        known = {f.name for f in fields(FtsSpec)}
+        values["fts"] = FtsSpec(**{k: v for k, v in fts.items() if k in known})
+        return cls(campaign_id=snapshot.get("campaign_id"), **values)
+
+    @classmethod
+    def of(cls, run) -> RunSpec:
+        """The spec of a Run, built once per instance (a run's snapshot never changes)."""
+        spec = getattr(run, "_spec", None)
+        if spec is None:
+            spec = cls.from_snapshot(run.snapshot or {})
+            run._spec = spec
+        return spec
+
+    # -- facts derived from the parameters, defined here once ---------------------------------
+    @property
+    def door_side(self) -> str:
+        """The side whose door does the work: the destination pulls (the default), the source
+        pushes. Its CPU, network and throughput are the door figures of a run."""
+        return "source" if self.tpc_mode == "push" else "destination"
+
+    @property
+    def is_fts(self) -> bool:
+        return self.engine == "fts"
+
+    def concurrency_of(self, step_index: int | None) -> int | None:
+        """The concurrency a step index stands for (the one join of step to concurrency)."""
+        if step_index is None or not 0 <= step_index < len(self.concurrency_steps):
+            return None
+        return self.concurrency_steps[step_index]
+
+
+# The names a snapshot's "parameters" hold (planning.PARAMETER_FIELDS), with the model's defaults.
+PARAMETER_NAMES = tuple(f.name for f in fields(RunSpec) if f.name not in ("campaign_id", "byte_budget_label", "fts"))
+
+
+@cache
+def _campaign_defaults() -> dict[str, Any]:
+    defaults: dict[str, Any] = {"fts_instance_id": None}
+    for name in PARAMETER_NAMES:
+        if name not in defaults:
+            model_field = Campaign._meta.get_field(name)
+            defaults[name] = model_field.get_default() if model_field.has_default() else None
+    return defaults
