@@ -10,7 +10,8 @@ from django.utils.dateparse import parse_datetime
 from campaigns import runs
 from campaigns.models import Run
 from campaigns.runs import cleanup, scheduling
-from campaigns.runs.lifecycle import RunDriver, build_copier
+from campaigns.runs.executors import build_copier
+from campaigns.runs.lifecycle import RunDriver
 
 
 @shared_task(name="campaigns.drive_run", ignore_result=True, acks_late=False)
@@ -23,9 +24,7 @@ def drive_run(run_id: int) -> str:
 @shared_task(name="campaigns.drive_fts_run", ignore_result=True, acks_late=False)
 def drive_fts_run(run_id: int) -> str:
     # On the control queue (the default): it waits on FTS, it copies nothing itself.
-    from campaigns.runs.fts_driver import FtsRunDriver
-
-    return FtsRunDriver(run_id).drive()
+    return RunDriver(run_id).drive()
 
 
 @shared_task(name="campaigns.recover_runs", soft_time_limit=60, time_limit=90)

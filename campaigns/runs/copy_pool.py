@@ -10,6 +10,7 @@ from __future__ import annotations
 import queue
 import threading
 import time
+from collections import Counter
 
 from campaigns.runs.engines.base import CopyJob, CopyResult
 
@@ -26,6 +27,7 @@ class CopyPool:
         self._alive = 0
         self._retire = 0
         self._copying = 0
+        self._started: Counter[int] = Counter()  # step index -> copies started
         self._closed = threading.Event()
 
     # -- size -------------------------------------------------------------------------------
@@ -61,6 +63,7 @@ class CopyPool:
                 break
             with self._lock:
                 self._copying += 1
+                self._started[job.step] += 1
             try:
                 result = self.copier.copy(job)
             except Exception as exc:  # noqa: BLE001 - an engine bug must not lose the transfer
@@ -86,6 +89,11 @@ class CopyPool:
         are not counted, so the figure never exceeds the threads even when the driver lags."""
         with self._lock:
             return self._copying
+
+    def started(self, step: int) -> int:
+        """How many copies of `step` a thread has begun (what a step's end waits for)."""
+        with self._lock:
+            return self._started[step]
 
     def take_unstarted(self) -> list[CopyJob]:
         """Take back the jobs no thread has started (at a step change or a stop)."""

@@ -52,7 +52,7 @@ def adopt(run_id: int, executor: str) -> tuple[int, int]:
 def record_files(run_id: int, outcomes: Sequence[FileOutcome], job_id: str, executor: str) -> dict[str, int]:
     """Write FTS's final state of each file into its transfer; returns the counter deltas."""
     by_id = {o.transfer_id: o for o in outcomes if o.transfer_id is not None}
-    done = failed = skipped = moved = 0
+    done = failed = skipped = moved = planned = 0
     with transaction.atomic():
         rows = list(
             Transfer.objects.filter(
@@ -61,6 +61,7 @@ def record_files(run_id: int, outcomes: Sequence[FileOutcome], job_id: str, exec
         )
         for row in rows:
             o = by_id[row.pk]
+            planned += row.size
             row.state = _STATE[o.state]
             row.started_at = o.start_time
             row.finished_at = o.finish_time
@@ -108,4 +109,11 @@ def record_files(run_id: int, outcomes: Sequence[FileOutcome], job_id: str, exec
                 files_skipped=F("files_skipped") + skipped,
                 bytes_done=F("bytes_done") + moved,
             )
-    return {"done": done, "failed": failed, "skipped": skipped, "bytes": moved, "written": len(rows)}
+    return {
+        "done": done,
+        "failed": failed,
+        "skipped": skipped,
+        "bytes": moved,
+        "written": len(rows),
+        "planned_bytes": planned,
+    }

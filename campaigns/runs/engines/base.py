@@ -19,8 +19,9 @@ class CopyOptions:
     create_parent: bool = True
 
     @classmethod
-    def from_snapshot(cls, parameters: dict) -> CopyOptions:
-        return cls(**{name: parameters[name] for name in cls.__dataclass_fields__ if name in parameters})
+    def from_spec(cls, spec) -> CopyOptions:
+        """The copy knobs of a RunSpec (duck-typed: engines sit below the spec's module)."""
+        return cls(**{name: getattr(spec, name) for name in cls.__dataclass_fields__})
 
 
 @dataclass(frozen=True)

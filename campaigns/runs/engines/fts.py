@@ -113,17 +113,18 @@ class JobOptions:
     strict_copy: bool = False
 
     @classmethod
-    def from_parameters(cls, parameters: dict) -> JobOptions:
+    def from_spec(cls, spec) -> JobOptions:
+        """The FTS knobs of a RunSpec (duck-typed: engines sit below the spec's module)."""
         return cls(
-            verify_checksum=parameters.get("checksum_mode", "both"),
-            checksum_algorithm=parameters.get("checksum_algorithm", "adler32"),
-            overwrite=parameters.get("overwrite", True),
-            retry=parameters.get("retries", 0),
-            priority=parameters.get("fts_priority", 3),
-            timeout=parameters.get("timeout", 3600),
-            nostreams=parameters.get("streams", 1),
-            buffer_size=parameters.get("tcp_buffer_size", 0),
-            strict_copy=parameters.get("fts_strict_copy", False),
+            verify_checksum=spec.checksum_mode,
+            checksum_algorithm=spec.checksum_algorithm,
+            overwrite=spec.overwrite,
+            retry=spec.retries,
+            priority=spec.fts_priority,
+            timeout=spec.timeout,
+            nostreams=spec.streams,
+            buffer_size=spec.tcp_buffer_size,
+            strict_copy=spec.fts_strict_copy,
         )
 
 

@@ -14,7 +14,8 @@ from campaigns import runs
 from campaigns.choices import RunState
 from campaigns.models import Run, Transfer
 from campaigns.runs import cleanup
-from campaigns.runs.lifecycle import RunDriver, build_copier
+from campaigns.runs.executors import build_copier
+from campaigns.runs.lifecycle import RunDriver
 from collectors.models import Event
 from tests.support.factories import campaign, endpoint
 

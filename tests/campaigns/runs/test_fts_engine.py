@@ -22,8 +22,9 @@ from campaigns import runs
 from campaigns.choices import RunState
 from campaigns.models import FtsInstance, FtsLinkLimit, Run, RunStep, Transfer
 from campaigns.runs.engines.fts import parse_time
-from campaigns.runs.fts_driver import FtsRunDriver
+from campaigns.runs.lifecycle import RunDriver
 from campaigns.runs.planning import source_path
+from campaigns.spec import RunSpec
 from collectors.models import Event
 from tests.support.factories import campaign, endpoint
 from tests.support.fts_double import MB, FtsDouble
@@ -79,7 +80,7 @@ def test_run_of_60_files_matches_what_fts_reported(xrootd_pair, fts, client, vie
     # Source 7 is missing: FTS reports "SOURCE [2] Failed to stat file (No such file or directory)".
     write_sources(door1, "/data/fts1/", {"source_path": obj.source_path}, count, size, skip={7})
     run = runs.create_run(obj, trigger="command")
-    assert FtsRunDriver(run.pk).drive() == RunState.SUCCEEDED
+    assert RunDriver(run.pk).drive() == RunState.SUCCEEDED
     run.refresh_from_db()
     assert (run.files_done, run.files_failed, run.files_skipped) == (count - 1, 1, 0)
 
@@ -144,7 +145,7 @@ def run_in_thread(run_id: int) -> tuple[threading.Thread, dict]:
 
     def target() -> None:
         try:
-            result["state"] = FtsRunDriver(run_id).drive()
+            result["state"] = RunDriver(run_id).drive()
         finally:
             connection.close()
 
@@ -206,7 +207,7 @@ def test_a_refused_submission_fails_the_run_with_fts_message(xrootd_pair, tmp_pa
         obj = campaign("fts-refused", [src], [dst], engine="fts", file_count=5,
                        fts_instance=instance(double, bearer_token="", x509_cert=str(proxy)))  # fmt: skip
         run = runs.create_run(obj, trigger="command")
-        assert FtsRunDriver(run.pk).drive() == RunState.FAILED
+        assert RunDriver(run.pk).drive() == RunState.FAILED
     finally:
         double.stop()
     run.refresh_from_db()
@@ -254,7 +255,7 @@ def test_without_the_config_role_the_run_fails_before_submitting(xrootd_pair):
         dst = endpoint("fts-n-dst", door2.root_url_for("/data/fts5/"))
         obj = campaign("fts-norole", [src], [dst], engine="fts", file_count=5, fts_instance=instance(double))
         run = runs.create_run(obj, trigger="command")
-        assert FtsRunDriver(run.pk).drive() == RunState.FAILED
+        assert RunDriver(run.pk).drive() == RunState.FAILED
     finally:
         double.stop()
     run.refresh_from_db()
@@ -287,10 +288,10 @@ def test_a_resumed_driver_takes_over_the_jobs_already_in_fts(xrootd_pair, fts):
     RunStep.objects.create(run=run, index=0, concurrency=2, started_at=stale)
     jobs = transfer_store.claim(run.pk, 5, 0, "dead")
     client = FtsClient(FtsSettings(url=fts.url, bearer_token=TOKEN))
-    job_id = client.submit(job_body(jobs, JobOptions.from_parameters(run.snapshot["parameters"]), {"run": run.pk}))
+    job_id = client.submit(job_body(jobs, JobOptions.from_spec(RunSpec.of(run)), {"run": run.pk}))
     fts_store.mark_submitted(run.pk, [j.id for j in jobs], job_id, "dead")
 
-    assert FtsRunDriver(run.pk).drive() == RunState.SUCCEEDED
+    assert RunDriver(run.pk).drive() == RunState.SUCCEEDED
     run.refresh_from_db()
     assert (run.files_done, run.files_failed, run.files_skipped) == (8, 0, 0)
     assert fts.submissions == 1 + 2  # the adopted job, then the 3 unsubmitted files in jobs of ≤ 2
@@ -311,7 +312,7 @@ def test_over_https_the_server_is_verified_and_x509_identifies_the_user(xrootd_p
                        fts_instance=untrusted)  # fmt: skip
         write_sources(door1, "/data/fts7/", {"source_path": obj.source_path}, 4, 10_000)
         run = runs.create_run(obj, trigger="command")
-        assert FtsRunDriver(run.pk).drive() == RunState.FAILED
+        assert RunDriver(run.pk).drive() == RunState.FAILED
         run.refresh_from_db()
         assert run.stop_reason.startswith(
             "Could not pin the link limit on FTS: FTS unreachable: TLS: [SSL: CERTIFICATE_VERIFY_FAILED]"
@@ -323,7 +324,7 @@ def test_over_https_the_server_is_verified_and_x509_identifies_the_user(xrootd_p
         obj = campaign("fts-trusted", [src], [dst], engine="fts", file_count=4, file_size=10_000,
                        fts_instance=trusted)  # fmt: skip
         run = runs.create_run(obj, trigger="command")
-        state = FtsRunDriver(run.pk).drive()
+        state = RunDriver(run.pk).drive()
         assert state == RunState.SUCCEEDED, Run.objects.values_list("stop_reason", flat=True).get(pk=run.pk)
     finally:
         double.stop()
@@ -341,7 +342,7 @@ def test_a_byte_budget_stops_submitting_at_most_one_file_over(xrootd_pair, fts):
                    concurrency_steps=[2], fts_instance=instance(fts, manage_link_limits=False))  # fmt: skip
     write_sources(door1, "/data/fts8/", {"source_path": obj.source_path}, 10, 10_000)
     run = runs.create_run(obj, trigger="command")
-    assert FtsRunDriver(run.pk).drive() == RunState.SUCCEEDED
+    assert RunDriver(run.pk).drive() == RunState.SUCCEEDED
     run.refresh_from_db()
     assert run.stop_reason.startswith("byte budget reached")
     assert (run.files_done, run.files_skipped, len(fts.files)) == (4, 6, 4)

@@ -10,6 +10,7 @@ from campaigns.models import FtsInstance
 from campaigns.runs.engines.base import CopyJob
 from campaigns.runs.engines.errors import categorize_fts, parse_fts_reason
 from campaigns.runs.engines.fts import JobOptions, file_outcome, job_body, storage_element
+from campaigns.spec import RunSpec
 from tests.support.factories import campaign, endpoint
 
 
@@ -47,10 +48,10 @@ def test_job_body_carries_every_parameter_explicitly():
                      attempt=1, checksum="0a1b2c3d"),
              CopyJob(id=12, index=1, source="root://a:1094//s/1", destination="root://b:1094//d/1", size=5, step=1,
                      attempt=1)]  # fmt: skip
-    options = JobOptions.from_parameters(
-        {"checksum_mode": "target", "checksum_algorithm": "adler32", "overwrite": False, "retries": 2,
-         "fts_priority": 5, "timeout": 600, "streams": 4, "tcp_buffer_size": 4194304, "fts_strict_copy": True}
-    )  # fmt: skip
+    options = JobOptions.from_spec(RunSpec.from_snapshot({"parameters": {
+        "checksum_mode": "target", "checksum_algorithm": "adler32", "overwrite": False, "retries": 2,
+        "fts_priority": 5, "timeout": 600, "streams": 4, "tcp_buffer_size": 4194304, "fts_strict_copy": True,
+    }}))  # fmt: skip
     body = job_body(files, options, {"campaign": 3, "run": 9, "step": 1})
     assert body["params"] == {
         "verify_checksum": "target", "overwrite": False, "retry": 2, "retry_delay": 0, "priority": 5,

@@ -1,0 +1,223 @@
+"""The FTS executor: claimed jobs go to an FTS3 server in bulk jobs, polled in batches; each
+file's final state is written into its Transfer row with FTS's own figures.
+
+A step's concurrency is enforced by FTS through a pinned link limit where the instance
+allows it, and by StorageOps never having more files in FTS than the step's concurrency
+otherwise. The driver runs on the "control" queue: it only talks to FTS and the database.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from django.utils import timezone
+
+from campaigns.models import FtsInstance, Run
+from campaigns.runs import fts_links, fts_store
+from campaigns.runs.engines.base import CopyJob
+from campaigns.runs.engines.fts import (
+    FINAL_FILE_STATES,
+    FINAL_JOB_STATES,
+    FtsClient,
+    FtsError,
+    FtsSettings,
+    JobOptions,
+    file_outcome,
+    job_body,
+)
+from campaigns.runs.executors.base import Collected, ExecutorFailed
+from campaigns.runs.outages import retrying
+from campaigns.spec import RunSpec
+
+log = logging.getLogger(__name__)
+TICK_SECONDS = 0.2
+STOPPING_POLL_SECONDS = 1.0
+
+
+def build_client(snapshot: dict) -> FtsClient:
+    """Credentials are read from the database now, never from the snapshot."""
+    instance = FtsInstance.objects.get(pk=RunSpec.from_snapshot(snapshot).fts_instance_id)
+    return FtsClient(FtsSettings.from_instance(instance))
+
+
+class _Job:
+    __slots__ = ("bytes", "rows", "step", "unstarted")
+
+    def __init__(self, rows: int, planned_bytes: int, step: int) -> None:
+        self.rows, self.bytes, self.step, self.unstarted = rows, planned_bytes, step, rows
+
+
+class FtsExecutor:
+    min_claim = 1
+
+    def __init__(self, run: Run, client: FtsClient, *, executor_id: str) -> None:
+        self.run = run
+        self.spec = RunSpec.of(run)
+        self.client = client
+        self.executor_id = executor_id
+        self.options = JobOptions.from_spec(self.spec)
+        self.batch_size = self.spec.fts.files_per_job
+        self.manage_links = self.spec.fts.manage_link_limits
+        self.links = fts_links.run_links(run) if self.manage_links else []
+        self.metadata = {"storageops": True, "campaign": self.spec.campaign_id, "run": run.pk}
+        self.jobs: dict[str, _Job] = {}
+        self.cancel_sent = False
+        self.last_poll = 0.0
+
+    def _retrying(self, operation, *args, **kwargs):
+        return retrying(self.run.pk, operation, *args, **kwargs)
+
+    # -- the interface ------------------------------------------------------------------------
+    def resume(self) -> str:
+        # Rows an FTS job holds stay with it (now ours); rows never submitted are requeued.
+        kept, requeued = self._retrying(fts_store.adopt, self.run.pk, self.executor_id)
+        for job_id in fts_store.submitted_jobs(self.run.pk):
+            rows = self.run.transfers.filter(fts_job_id=job_id, state="active")
+            step = rows.values_list("step", flat=True).first() or 0
+            self.jobs[job_id] = _Job(rows.count(), sum(rows.values_list("size", flat=True)), step)
+        return f"{kept} transfers still in FTS jobs, {requeued} requeued"
+
+    def on_step(self, index: int, concurrency: int) -> None:
+        if not self.manage_links:
+            return
+        try:
+            fts_links.apply_step(self.client, self.run, self.links, concurrency)
+        except FtsError as exc:
+            # Without the config role (403) the steps cannot be honoured: stop rather than
+            # measure a concurrency nobody set. What was already changed is restored at the end.
+            raise ExecutorFailed(f"Could not pin the link limit on FTS: {exc}") from exc
+
+    def room(self, concurrency: int) -> int:
+        # With a pinned link FTS itself holds the step's concurrency, and a job's worth queued
+        # on its side keeps it busy between polls; otherwise StorageOps is the limit.
+        return concurrency + (self.batch_size if self.manage_links else 0) - self.outstanding()
+
+    def submit(self, jobs: list[CopyJob], step: int) -> None:
+        try:
+            job_id = self.client.submit(job_body(jobs, self.options, {**self.metadata, "step": step}))
+        except FtsError as exc:
+            # A refused submission (credentials, delegation, validation) will not get better
+            # by retrying.
+            raise ExecutorFailed(f"Could not submit to FTS: {exc}") from exc
+        ids = [j.id for j in jobs]
+        self._retrying(fts_store.mark_submitted, self.run.pk, ids, job_id, self.executor_id)
+        self.jobs[job_id] = _Job(len(jobs), sum(j.size for j in jobs), step)
+
+    def collect(self, now: float, *, idle: bool, stopping: bool) -> Collected:
+        out = Collected()
+        interval = STOPPING_POLL_SECONDS if stopping else self.spec.fts.poll_seconds
+        if self.jobs and now - self.last_poll >= interval:
+            self.last_poll = now
+            self._poll(out)
+        elif idle:
+            time.sleep(TICK_SECONDS)
+        return out
+
+    def outstanding(self) -> int:
+        return sum(job.rows for job in self.jobs.values())
+
+    def unstarted(self, step: int) -> int:
+        # A file-bounded step ends only once FTS started all its files: re-pinning the link
+        # earlier would run them at the next step's concurrency.
+        return sum(job.unstarted for job in self.jobs.values() if job.step == step)
+
+    def copying(self) -> int:
+        return max(self.outstanding() - sum(job.unstarted for job in self.jobs.values()), 0)
+
+    def give_back_unstarted(self) -> list[CopyJob]:
+        # FTS holds its own queue: a file it has not started cannot be taken back without
+        # cancelling its job, so a timed step's end is approximate here (docs/fts.md).
+        return []
+
+    def cancel(self, abort_running: bool) -> None:
+        # DELETE of the run's jobs: their files come back CANCELED and are recorded.
+        if self.cancel_sent or not self.jobs:
+            return
+        try:
+            self.client.cancel(list(self.jobs))
+        except FtsError as exc:
+            log.warning("run %s: cancelling FTS jobs failed, will retry: %s", self.run.pk, exc)
+            return
+        self.cancel_sent = True
+
+    def close(self) -> None:
+        return None
+
+    def finish(self) -> dict:
+        run = self.run
+        problems = []
+        if self.manage_links or run.fts_link_limits.exists():
+            errors = fts_links.restore(self.client, run)
+            if errors:
+                problems.append(f"{len(errors)} FTS link limit(s) not restored")
+        report: dict = {}
+        run.refresh_from_db(fields=["started_at"])
+        if run.started_at:
+            try:
+                report = fts_links.read_fts_side(
+                    self.client, run, fts_links.run_links(run), run.started_at, timezone.now()
+                )
+            except FtsError as exc:
+                report = {"error": str(exc)}
+        fts = {
+            **report,
+            "instance": self.spec.fts.name,
+            "jobs": sorted(set(run.transfers.exclude(fts_job_id="").values_list("fts_job_id", flat=True))),
+            "link_limits": [
+                {
+                    "symbolicname": link.symbolicname,
+                    "previous": link.previous,
+                    "applied": link.applied,
+                    "restored_at": link.restored_at.isoformat() if link.restored_at else None,
+                    "restore_error": link.restore_error,
+                }
+                for link in run.fts_link_limits.all()
+            ],
+        }
+        return {"fts": fts, "problems": problems}
+
+    def crashed(self) -> None:
+        if self.run.fts_link_limits.filter(restored_at__isnull=True).exists():
+            fts_links.restore(self.client, self.run)
+
+    # -- polling ------------------------------------------------------------------------------
+    def _poll(self, out: Collected) -> None:
+        try:
+            statuses = self.client.jobs(list(self.jobs))
+        except FtsError as exc:
+            # FTS unreachable or overloaded: the jobs go on over there; ask again next time.
+            log.warning("run %s: polling FTS failed: %s", self.run.pk, exc)
+            return
+        for status in statuses:
+            job_id = status.get("job_id")
+            job = self.jobs.get(job_id)
+            if job is None:
+                continue
+            if str(status.get("http_status", "")).startswith("404"):
+                # Gone on FTS (purged, or another FTS behind the alias): its rows are closed at the end.
+                log.warning("run %s: FTS does not know job %s any more", self.run.pk, job_id)
+                self._forget(job_id, out)
+                continue
+            files = status.get("files", [])
+            job.unstarted = sum(1 for f in files if f.get("file_state") == "SUBMITTED")
+            final = [file_outcome(f) for f in files if f.get("file_state") in FINAL_FILE_STATES]
+            if final:
+                delta = self._retrying(fts_store.record_files, self.run.pk, final, job_id, self.executor_id)
+                out.done += delta["done"]
+                out.failed += delta["failed"]
+                out.skipped += delta["skipped"]
+                if delta["bytes"]:
+                    out.moved.append((time.time(), delta["bytes"]))
+                out.returned += delta["written"]
+                out.returned_bytes += delta["planned_bytes"]
+                job.rows -= delta["written"]
+                job.bytes -= delta["planned_bytes"]
+            if status.get("job_state") in FINAL_JOB_STATES:
+                # Every file of a final job is final; a row it did not report is closed at the end.
+                self._forget(job_id, out)
+
+    def _forget(self, job_id: str, out: Collected) -> None:
+        job = self.jobs.pop(job_id)
+        out.returned += job.rows
+        out.returned_bytes += job.bytes

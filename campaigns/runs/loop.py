@@ -1,0 +1,254 @@
+"""The loop of one drive of a run: what comes back from the executor, cancel and heartbeat,
+budgets, the move from step to step, and claiming work for the executor's free room.
+
+One control thread talks to the database: it claims queued transfers, hands them to the
+executor, and takes back what finished (the executor writes each attempt into its row, with
+the run's counters in the same transaction).
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import math
+import time
+from collections import deque
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.utils import timezone
+
+from campaigns.choices import RunState
+from campaigns.models import Run
+from campaigns.runs import leases, steps, store
+from campaigns.runs.executors import Collected, Executor, ExecutorFailed
+from campaigns.runs.outages import retrying
+from campaigns.runs.starting import current_state
+from campaigns.spec import RunSpec
+
+log = logging.getLogger(__name__)
+
+CONTROL_SECONDS = 0.5
+THROUGHPUT_WINDOW = 10.0
+CLAIM_PAUSE = 0.05  # a claim smaller than the executor's minimum waits this long for company
+ABORT_EVERY = 1.0
+# After a cancel (or a failure) and its grace, copies are aborted; an engine that still has
+# not given them back this much later is left, and its rows are closed as cancelled.
+ABANDON_AFTER_ABORT = 30.0
+
+
+class LeaseLost(Exception):
+    """Another driver took the run over; this one must stop writing at once."""
+
+
+class StopKind(enum.Enum):
+    COMPLETED = "completed"  # every planned transfer finished
+    SWEPT = "swept"  # the last step ended
+    DURATION = "duration budget"
+    BYTES = "byte budget"
+    CANCELLED = "cancelled"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True)
+class Stop:
+    kind: StopKind
+    reason: str
+    # On a stop by time (or cancel), jobs handed out but not started go back to the queue;
+    # on a stop by count (files, bytes) they were within the limit and still run.
+    give_back: bool = False
+
+    @property
+    def state(self) -> str:
+        return {StopKind.CANCELLED: RunState.CANCELLED, StopKind.FAILED: RunState.FAILED}.get(
+            self.kind, RunState.SUCCEEDED
+        )
+
+    @property
+    def aborts(self) -> bool:
+        return self.kind in (StopKind.CANCELLED, StopKind.FAILED)
+
+
+class RunLoop:
+    """One drive of a run, stepped by `run()` until the run may finish.
+
+    handed: jobs given to the executor and not yet back (waiting, copying or unrecorded).
+    """
+
+    def __init__(self, run: Run, engine: Executor, *, executor: str) -> None:
+        self.run_obj, self.engine = run, engine
+        self.executor = executor  # the lease holder's id, carried by every row it writes
+        self.spec = spec = RunSpec.of(run)
+        self.run_started = run.started_at.timestamp()
+        self.mean_size = max(run.planned_bytes / max(run.planned_files, 1), 1.0)
+        self.step = self._retrying(steps.current_step, run, spec)
+        self.step_claimed = self._retrying(steps.claimed_in_step, run.pk, self.step.index)
+        self.handed = self.handed_bytes = 0
+        self.done, self.failed, self.moved = run.files_done, run.files_failed, run.bytes_done
+        self.settled = run.bytes_done
+        self.recent: deque[tuple[float, int]] = deque()
+        self.last_control = self.last_progress = self.last_claim = self.last_abort = 0.0
+        self.queue_empty = False
+        self.busy = False
+        self.stop: Stop | None = None
+        self.abort_from: float | None = None
+
+    def _retrying(self, operation, *args, **kwargs):
+        return retrying(self.run_obj.pk, operation, *args, **kwargs)
+
+    # -- the loop -------------------------------------------------------------------------------
+    def run(self) -> None:
+        self.enter_step()
+        while True:
+            now = time.time()
+            self.absorb(self.engine.collect(now, idle=not self.busy, stopping=self.stop is not None))
+            self.control(now)
+            if self.stop is None:
+                self.advance(now)
+            if self.stop is None:
+                self.fill(now)
+            if self.stop is None and self.queue_empty and self.engine.outstanding() == 0:
+                self.stop = Stop(StopKind.COMPLETED, "all planned transfers finished")
+            if self.stop:
+                if self.stop.give_back:
+                    self.give_back()
+                if self.engine.outstanding() == 0:
+                    return
+                if self.abort_from is not None and now - self.abort_from >= ABANDON_AFTER_ABORT:
+                    log.warning("run %s: %d copies not given back after abort", self.run_obj.pk, self.handed)
+                    return
+
+    def outcome(self) -> tuple[str, str]:
+        stop = self.stop or Stop(StopKind.COMPLETED, "")
+        state = stop.state
+        if state == RunState.SUCCEEDED and self.failed and not self.done:
+            state = RunState.FAILED
+        return state, stop.reason
+
+    def absorb(self, got: Collected) -> None:
+        self.busy = bool(got)
+        self.handed -= got.returned
+        self.handed_bytes -= got.returned_bytes
+        self.settled += got.returned_bytes
+        self.moved += got.moved_bytes
+        self.recent.extend(got.moved)
+        self.done += got.done
+        self.failed += got.failed
+        if got.requeued:
+            self.queue_empty = False
+
+    # -- control: cancel, heartbeat, progress -------------------------------------------------
+    def control(self, now: float) -> None:
+        run = self.run_obj
+        if now - self.last_control >= CONTROL_SECONDS:
+            self.last_control = now
+            state = self._retrying(current_state, run.pk)
+            if state == RunState.CANCELLING and not (self.stop and self.stop.kind == StopKind.CANCELLED):
+                self.halt(Stop(StopKind.CANCELLED, "cancelled", give_back=True), now + self.spec.cancel_grace)
+            if now - self.last_progress >= settings.STORAGEOPS_PROGRESS_SECONDS:
+                self.last_progress = now
+                if not self._retrying(leases.renew_lease, run.pk, self.executor, **self.progress(now)):
+                    raise LeaseLost
+        if self.abort_from is not None and now >= self.abort_from and now - self.last_abort >= ABORT_EVERY:
+            if self.engine.outstanding():
+                self.engine.cancel(abort_running=True)
+            self.last_abort = now
+
+    def halt(self, stop: Stop, abort_at: float) -> None:
+        """Stop with copies in flight aborted at `abort_at` (a cancel's grace, or at once)."""
+        self.stop = stop
+        self.abort_from = abort_at
+        self.engine.cancel(abort_running=False)
+
+    def progress(self, now: float) -> dict:
+        while self.recent and self.recent[0][0] < now - THROUGHPUT_WINDOW:
+            self.recent.popleft()
+        window = min(THROUGHPUT_WINDOW, max(now - self.run_started, 1e-3))
+        rate = sum(b for _, b in self.recent) / window
+        remaining = max(self.run_obj.planned_bytes - self.settled, 0)
+        return {
+            "active_transfers": self.engine.copying(),
+            "throughput_bps": rate,
+            "eta_seconds": remaining / rate if rate > 0 else None,
+            "current_step": self.step.index,
+            "current_concurrency": self.step.concurrency,
+            "progress_at": timezone.now(),
+        }
+
+    # -- budgets and steps ----------------------------------------------------------------------
+    def advance(self, now: float) -> None:
+        spec = self.spec
+        timed_out = bool(spec.step_seconds) and now - self.step.started_at.timestamp() >= spec.step_seconds
+        # A file-bounded step ends once all its files were claimed and the engine started them:
+        # moving on earlier would run them at the next step's concurrency.
+        filled = bool(spec.step_files) and self.step_claimed >= spec.step_files
+        if spec.max_duration and now - self.run_started >= spec.max_duration:
+            self.stop = Stop(StopKind.DURATION, f"duration budget reached ({spec.max_duration} s)", give_back=True)
+        elif spec.max_bytes and self.moved + self.handed_bytes >= spec.max_bytes:
+            self.stop = Stop(
+                StopKind.BYTES,
+                f"{spec.byte_budget_label} reached ({self.moved} of {spec.max_bytes} bytes moved or in flight)",
+            )
+        elif timed_out or (filled and self.engine.unstarted(self.step.index) == 0):
+            if self.step.index + 1 < len(spec.concurrency_steps):
+                if timed_out:
+                    # Jobs not yet started belong to the new step: give them back to be re-claimed.
+                    self.give_back()
+                self.step = self._retrying(steps.next_step, self.step, spec)
+                self.step_claimed = 0
+                self.enter_step()
+            else:
+                self.stop = Stop(StopKind.SWEPT, "concurrency sweep completed", give_back=timed_out)
+
+    def enter_step(self) -> None:
+        try:
+            self.engine.on_step(self.step.index, self.step.concurrency)
+        except ExecutorFailed as exc:
+            self.fail(str(exc))
+
+    def fail(self, reason: str) -> None:
+        """Stop as failed: what the engine holds is cancelled at once (and still recorded)."""
+        self.halt(Stop(StopKind.FAILED, reason[:200], give_back=True), time.time())
+
+    def fill(self, now: float) -> None:
+        if self.queue_empty:
+            return
+        spec, run = self.spec, self.run_obj
+        want = self.engine.room(self.step.concurrency)
+        if spec.step_files:
+            want = min(want, spec.step_files - self.step_claimed)
+        if spec.max_bytes:
+            # Hand out no more than the budget can still take (at most one file over).
+            left = spec.max_bytes - self.moved - self.handed_bytes
+            want = min(want, math.ceil(left / self.mean_size))
+        if want <= 0 or (want < self.engine.min_claim and now - self.last_claim < CLAIM_PAUSE):
+            return
+        self.last_claim = now
+        while want > 0 and self.stop is None:
+            ask = min(want, self.engine.batch_size)
+            jobs = self._retrying(store.claim, run.pk, ask, self.step.index, self.executor)
+            if len(jobs) < ask:
+                self.queue_empty = True
+            if not jobs:
+                return
+            try:
+                self.engine.submit(jobs, self.step.index)
+            except ExecutorFailed as exc:
+                self._retrying(store.release, run.pk, [j.id for j in jobs], self.executor)
+                self.fail(str(exc))
+                return
+            self.step_claimed += len(jobs)
+            self.handed += len(jobs)
+            self.handed_bytes += sum(j.size for j in jobs)
+            self.busy = True
+            want -= len(jobs)
+
+    def give_back(self) -> None:
+        jobs = self.engine.give_back_unstarted()
+        if not jobs:
+            return
+        self._retrying(store.release, self.run_obj.pk, [j.id for j in jobs], self.executor)
+        self.handed -= len(jobs)
+        self.handed_bytes -= sum(j.size for j in jobs)
+        self.step_claimed -= sum(1 for j in jobs if j.step == self.step.index)
+        self.queue_empty = False
