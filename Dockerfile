@@ -7,12 +7,17 @@
 # to the pinned pip requirements.
 FROM debian:bookworm-slim
 
+# STORAGEOPS_DEVSITE=false: the image is a production image. The development tooling
+# (devsite: XRootD test servers, `manage.py runsite`, the demo site) stays out of
+# INSTALLED_APPS; web, worker, beat and collector never import it, and the demo doors of
+# docker-compose.yml run the xrootd binary itself, not devsite.
 ENV DEBIAN_FRONTEND=noninteractive \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     VIRTUAL_ENV=/opt/venv \
     PATH=/opt/venv/bin:$PATH \
-    STORAGEOPS_VAR_DIR=/app/var
+    STORAGEOPS_VAR_DIR=/app/var \
+    STORAGEOPS_DEVSITE=false
 
 # gfal2 plugins: file:// for local tests, http(s)/davs for WebDAV doors, root:// for XRootD,
 # mock:// for runs that simulate a backend. gfal2-util-scripts adds gfal-copy, gfal-ls...

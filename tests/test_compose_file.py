@@ -58,3 +58,13 @@ def test_every_variable_set_for_storageops_is_one_it_reads():
     for name in STORAGEOPS_SERVICES:
         unknown = {key for key in services[name]["environment"] if key not in known}
         assert not unknown, f"{name} sets variables StorageOps never reads: {sorted(unknown)}"
+
+
+def test_the_image_leaves_the_development_site_out():
+    # Production web, worker, beat and collector run without devsite (tests/test_architecture.py
+    # checks that they never import it); the image says so once for every role.
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert re.search(r"^\s*STORAGEOPS_DEVSITE=false\b", dockerfile, re.MULTILINE)
+    assert "STORAGEOPS_DEVSITE" in _settings_read()
+    for service in _compose()["services"].values():
+        assert "runsite" not in str(service.get("command", "")), service

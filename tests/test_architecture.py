@@ -1,0 +1,324 @@
+"""The architecture, checked on the source: the import graph has no cycle, and the rooms of
+the campaigns app depend on each other in one direction only (docs/architecture.md).
+
+Every module of the project packages is parsed with `ast` (nothing is imported), and every
+import of a project module is collected: at module level, inside functions and under
+`if TYPE_CHECKING:` alike, because a lazy import that hides a cycle is still a cycle.
+
+- `import a.b.c` and `from a.b.c import name` depend on `a.b.c`; `from a.b import c` depends
+  on `a.b.c` when `c` is a submodule, on `a.b` otherwise.
+- A package is its `__init__` module: `import campaigns.runs` depends on campaigns/runs/__init__.py.
+  The parent packages Python initialises on the way (`a`, `a.b`) are not counted as edges,
+  or every package whose `__init__` re-exports its submodules would be a cycle.
+- tests/, benchmarks/ and migrations are not part of the graph: they may import anything.
+
+Known exceptions are named below, one entry each, with the reason; an entry that no
+longer matches anything fails its test, so that it is deleted rather than left to hide
+the next violation.
+"""
+
+from __future__ import annotations
+
+import ast
+import itertools
+from collections import defaultdict
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("storageops", "campaigns", "collectors", "devsite")
+NOT_PARSED = {"migrations", "tests", "benchmarks", "__pycache__"}
+MAX_CAMPAIGNS_MODULE_LINES = 400
+
+# --- Known exceptions ----------------------------------------------------------------------
+# (importer, imported) pairs allowed to break a direction rule.
+ALLOWED_IMPORTS: dict[tuple[str, str], str] = {}
+# Modules of campaigns/ allowed to be longer than MAX_CAMPAIGNS_MODULE_LINES.
+ALLOWED_LONG_MODULES: dict[str, str] = {
+    # 403 lines today. To be removed by the lifecycle rewrite.
+    "campaigns.runs.lifecycle": "to be removed by the lifecycle rewrite",
+}
+
+
+# --- The import graph ----------------------------------------------------------------------
+@dataclass(frozen=True)
+class Import:
+    importer: str
+    imported: str
+    line: int
+    statement: str
+
+    def __str__(self) -> str:
+        path = _modules()[self.importer].relative_to(ROOT)
+        return f"{path}:{self.line}: {self.statement}  ({self.importer} -> {self.imported})"
+
+
+def _within(module: str, *packages: str) -> bool:
+    return any(module == package or module.startswith(package + ".") for package in packages)
+
+
+@cache
+def _modules() -> dict[str, Path]:
+    """Every project module by dotted name, packages by their __init__.py."""
+    modules = {}
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            if NOT_PARSED.intersection(parts):
+                continue
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            modules[".".join(parts)] = path
+    return modules
+
+
+def _closest_module(name: str) -> str | None:
+    """The project module a dotted name lives in (its longest prefix that is a module)."""
+    parts = name.split(".")
+    while parts:
+        if ".".join(parts) in _modules():
+            return ".".join(parts)
+        parts.pop()
+    return None
+
+
+def _absolute(module: str, node: ast.ImportFrom) -> str:
+    """The absolute module name of a `from ... import` written in `module`."""
+    if not node.level:
+        return node.module or ""
+    package = module if _modules()[module].name == "__init__.py" else module.rpartition(".")[0]
+    base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+    return ".".join([*base, *([node.module] if node.module else [])])
+
+
+def _imports_of(module: str) -> tuple[list[Import], list[Import]]:
+    """The project imports written in a module, and those naming a module that does not exist."""
+    tree = ast.parse(_modules()[module].read_text(), filename=str(_modules()[module]))
+    found, missing = [], []
+
+    def add(name: str, wanted: str, node: ast.stmt) -> None:
+        if name.split(".")[0] not in PACKAGES:
+            return
+        statement = ast.unparse(node)
+        target = _closest_module(name)
+        if target is None or (wanted and wanted not in _modules()):
+            missing.append(Import(module, wanted or name, node.lineno, statement))
+        if target is not None:
+            found.append(Import(module, target, node.lineno, statement))
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                add(alias.name, alias.name, node)
+        elif isinstance(node, ast.ImportFrom):
+            base = _absolute(module, node)
+            for alias in node.names:
+                submodule = f"{base}.{alias.name}"
+                if submodule in _modules():
+                    add(submodule, submodule, node)
+                else:
+                    add(base, base, node)
+    # One edge per statement and target, however many names the statement imports.
+    return list(dict.fromkeys(found)), list(dict.fromkeys(missing))
+
+
+@cache
+def _graph() -> tuple[tuple[Import, ...], tuple[Import, ...]]:
+    found, missing = [], []
+    for module in _modules():
+        module_found, module_missing = _imports_of(module)
+        found += module_found
+        missing += module_missing
+    return tuple(found), tuple(missing)
+
+
+def _edges() -> dict[str, dict[str, Import]]:
+    """importer -> imported -> the first statement that makes the edge."""
+    edges: dict[str, dict[str, Import]] = defaultdict(dict)
+    for imp in _graph()[0]:
+        edges[imp.importer].setdefault(imp.imported, imp)
+    return edges
+
+
+def _strongly_connected(edges: dict[str, dict[str, Import]]) -> list[list[str]]:
+    """Tarjan's algorithm, iterative: the groups of modules that import each other."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    groups = []
+    for start in sorted(set(edges).union(*edges.values())):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(edges.get(start, {}))))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(edges.get(child, {})))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                group = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    group.append(member)
+                    if member == node:
+                        break
+                if len(group) > 1 or node in edges.get(node, {}):
+                    groups.append(sorted(group))
+    return groups
+
+
+def _shortest_cycle(group: list[str], edges: dict[str, dict[str, Import]]) -> list[str]:
+    """A shortest cycle through the first module of a group: [a, b, c, a]."""
+    start, members = group[0], set(group)
+    previous: dict[str, str] = {}
+    frontier = [start]
+    while frontier:
+        following = []
+        for node in frontier:
+            for child in sorted(edges.get(node, {})):
+                if child not in members:
+                    continue
+                if child == start:
+                    path = [node]
+                    while path[-1] != start:
+                        path.append(previous[path[-1]])
+                    return [*reversed(path), start]
+                if child not in previous:
+                    previous[child] = node
+                    following.append(child)
+        frontier = following
+    raise AssertionError(f"no cycle through {start} in {group}")
+
+
+def _direction_violations(importers: tuple[str, ...], is_forbidden) -> list[Import]:
+    return [
+        imp
+        for imp in _graph()[0]
+        if _within(imp.importer, *importers) and is_forbidden(imp.imported) and imp.importer != imp.imported
+    ]
+
+
+def _check_direction(rule: str, importers: tuple[str, ...], is_forbidden) -> None:
+    violations = _direction_violations(importers, is_forbidden)
+    allowed = {key for key in ALLOWED_IMPORTS if any((v.importer, v.imported) == key for v in violations)}
+    unexpected = [v for v in violations if (v.importer, v.imported) not in ALLOWED_IMPORTS]
+    if unexpected:
+        pytest.fail(f"{rule}; these imports break it:\n" + "\n".join(f"  {v}" for v in unexpected), pytrace=False)
+    stale = {
+        key for key in ALLOWED_IMPORTS if _within(key[0], *importers) and is_forbidden(key[1]) and key not in allowed
+    }
+    if stale:
+        pytest.fail(
+            f"{rule}; these ALLOWED_IMPORTS entries no longer happen, delete them: {sorted(stale)}", pytrace=False
+        )
+
+
+# --- The tests -----------------------------------------------------------------------------
+def test_the_parser_sees_the_project():
+    # Guards the other tests against passing on an empty or half-read graph.
+    modules = _modules()
+    assert {"campaigns.runs.lifecycle", "campaigns.models", "campaigns.tasks", "storageops.settings"} <= set(modules)
+    assert not any("migrations" in name for name in modules)
+    assert any(imp.importer == "campaigns.tasks" and imp.imported == "campaigns.runs" for imp in _graph()[0])
+
+
+def test_the_cycle_finder_spells_out_a_cycle():
+    # Guards the cycle test against passing because it cannot see one.
+    edges = {"a": {"b": None}, "b": {"c": None, "d": None}, "c": {"a": None}, "d": {}, "e": {"e": None}}
+    assert _strongly_connected(edges) == [["a", "b", "c"], ["e"]]
+    assert _shortest_cycle(["a", "b", "c"], edges) == ["a", "b", "c", "a"]
+    assert _shortest_cycle(["e"], edges) == ["e", "e"]
+
+
+def test_every_project_import_names_a_module_that_exists():
+    # A lazy import of a moved module (storageops.xrootd_server -> devsite.xrootd_server)
+    # fails only when its function runs; here it fails at once.
+    missing = _graph()[1]
+    if missing:
+        pytest.fail(
+            "imports of project modules that do not exist:\n" + "\n".join(f"  {m}" for m in missing), pytrace=False
+        )
+
+
+def test_the_import_graph_has_no_cycle():
+    edges = _edges()
+    report = []
+    for group in _strongly_connected(edges):
+        cycle = _shortest_cycle(group, edges)
+        report.append(" -> ".join(cycle))
+        report += [f"    {edges[a][b]}" for a, b in itertools.pairwise(cycle)]
+        if len(group) > len(cycle) - 1:
+            report.append(f"    (the cycle is part of a knot of {len(group)} modules: {', '.join(group)})")
+    if report:
+        pytest.fail("import cycles (a lazy import inside a function counts too):\n" + "\n".join(report), pytrace=False)
+
+
+def test_production_code_never_imports_devsite():
+    # A production deployment leaves devsite out (STORAGEOPS_DEVSITE=false, and it need not
+    # be shipped); tests and benchmarks may use it.
+    _check_direction(
+        "storageops/, campaigns/ and collectors/ must not import devsite (development tooling only)",
+        ("storageops", "campaigns", "collectors"),
+        lambda imported: _within(imported, "devsite"),
+    )
+
+
+def test_results_never_import_runs_web_api_or_tasks():
+    _check_direction(
+        "campaigns/results/ reads what runs recorded; it must not import campaigns.runs, .web, .api or .tasks",
+        ("campaigns.results",),
+        lambda imported: _within(imported, "campaigns.runs", "campaigns.web", "campaigns.api", "campaigns.tasks"),
+    )
+
+
+def test_runs_never_import_web_api_or_tasks():
+    _check_direction(
+        "campaigns/runs/ is called by the pages, the API and the tasks; it must not import campaigns.web, .api, .tasks",
+        ("campaigns.runs",),
+        lambda imported: _within(imported, "campaigns.web", "campaigns.api", "campaigns.tasks"),
+    )
+
+
+def test_models_import_only_models_and_choices_of_campaigns():
+    _check_direction(
+        "campaigns/models/ is the bottom room; of campaigns it may import only campaigns.models and campaigns.choices",
+        ("campaigns.models",),
+        lambda imported: (
+            _within(imported, "campaigns") and not _within(imported, "campaigns.models", "campaigns.choices")
+        ),
+    )
+
+
+def test_no_campaigns_module_is_longer_than_400_lines():
+    lengths = {
+        name: len(path.read_text().splitlines()) for name, path in _modules().items() if _within(name, "campaigns")
+    }
+    too_long = {name: n for name, n in lengths.items() if n > MAX_CAMPAIGNS_MODULE_LINES}
+    unexpected = {name: n for name, n in too_long.items() if name not in ALLOWED_LONG_MODULES}
+    if unexpected:
+        pytest.fail(
+            f"campaigns modules longer than {MAX_CAMPAIGNS_MODULE_LINES} lines (split them by responsibility):\n"
+            + "\n".join(f"  {_modules()[name].relative_to(ROOT)}: {n} lines" for name, n in sorted(unexpected.items())),
+            pytrace=False,
+        )
+    stale = sorted(set(ALLOWED_LONG_MODULES) - set(too_long))
+    if stale:
+        pytest.fail(f"these ALLOWED_LONG_MODULES entries are short enough now, delete them: {stale}", pytrace=False)
