@@ -69,8 +69,7 @@ def source_paths(count: int, size: int) -> list[str]:
     """Namespace paths exactly where campaigns.runs.planning.source_path puts source number i."""
     from campaigns.runs.planning import source_path
 
-    parameters = {"source_path": "src"}
-    return [f"{SOURCE_BASE}/{source_path(parameters, size, i)}" for i in range(count)]
+    return [f"{SOURCE_BASE}/{source_path('src', size, i)}" for i in range(count)]
 
 
 def write_sources(door1, paths: list[str], size: int) -> None:

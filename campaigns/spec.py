@@ -71,6 +71,9 @@ class RunSpec:
     fts_strict_copy: bool
     target_rate_bps: int | None
     byte_budget_label: str = DEFAULT_BYTE_BUDGET_LABEL
+    # The campaign's own per-run byte limit; max_bytes above is what this run may move: the
+    # tightest of that and what was left of the daily and weekly budgets when it was created.
+    campaign_max_bytes: int | None = None
     fts: FtsSpec = field(default_factory=FtsSpec)
 
     @classmethod
@@ -82,7 +85,11 @@ class RunSpec:
             values[name] = default if value is None and default is not None else value
         values["file_mix"] = tuple((int(m["count"]), int(m["size"])) for m in (parameters.get("file_mix") or []))
         values["concurrency_steps"] = tuple(int(c) for c in values["concurrency_steps"])
-        values["byte_budget_label"] = parameters.get("byte_budget_label") or DEFAULT_BYTE_BUDGET_LABEL
+        values["campaign_max_bytes"] = values["max_bytes"]
+        budget = snapshot.get("budget") or {}
+        if budget:
+            values["max_bytes"] = budget["max_bytes"]
+            values["byte_budget_label"] = budget.get("label") or DEFAULT_BYTE_BUDGET_LABEL
         fts = snapshot.get("fts") or {}
         known = {f.name for f in fields(FtsSpec)}
         values["fts"] = FtsSpec(**{k: v for k, v in fts.items() if k in known})
@@ -116,7 +123,9 @@ class RunSpec:
 
 
 # The names a snapshot's "parameters" hold (planning.PARAMETER_FIELDS), with the model's defaults.
-PARAMETER_NAMES = tuple(f.name for f in fields(RunSpec) if f.name not in ("campaign_id", "byte_budget_label", "fts"))
+PARAMETER_NAMES = tuple(
+    f.name for f in fields(RunSpec) if f.name not in ("campaign_id", "byte_budget_label", "campaign_max_bytes", "fts")
+)
 
 
 @cache

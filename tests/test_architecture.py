@@ -37,10 +37,7 @@ MAX_CAMPAIGNS_MODULE_LINES = 400
 # (importer, imported) pairs allowed to break a direction rule.
 ALLOWED_IMPORTS: dict[tuple[str, str], str] = {}
 # Modules of campaigns/ allowed to be longer than MAX_CAMPAIGNS_MODULE_LINES.
-ALLOWED_LONG_MODULES: dict[str, str] = {
-    # 403 lines today. To be removed by the lifecycle rewrite.
-    "campaigns.runs.lifecycle": "to be removed by the lifecycle rewrite",
-}
+ALLOWED_LONG_MODULES: dict[str, str] = {}
 
 
 # --- The import graph ----------------------------------------------------------------------

@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 from campaigns.choices import TransferState
 from campaigns.models import Run, Transfer
 from campaigns.runs.planning import endpoint_folder_url, run_folder
+from campaigns.spec import RunSpec
 from collectors.events import log_event
 
 log = logging.getLogger(__name__)
@@ -42,7 +43,7 @@ def inside_prefix(url: str, prefix: str) -> bool:
 def run_folders(run: Run) -> dict[int, str]:
     """Endpoint id → URL of the run's folder on that endpoint."""
     snapshot = run.snapshot
-    folder = run_folder(snapshot["parameters"], run.pk)
+    folder = run_folder(RunSpec.of(run), run.pk)
     return {ep["id"]: endpoint_folder_url(ep, folder) for ep in [*snapshot["sources"], *snapshot["destinations"]]}
 
 

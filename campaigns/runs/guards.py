@@ -11,6 +11,7 @@ from zoneinfo import ZoneInfo
 
 from campaigns.choices import ACTIVE_RUN_STATES
 from campaigns.models import Campaign, CampaignSchedule, Run, parse_weekdays
+from campaigns.spec import RunSpec
 
 
 def slip_reason(due_at: datetime, now: datetime, max_slip_minutes: int) -> str | None:
@@ -56,7 +57,7 @@ def overlap_reason(campaign: Campaign) -> str | None:
     backend_ids = {ep.backend_id for ep in mine}
     for run in Run.objects.filter(state__in=ACTIVE_RUN_STATES).only("pk", "state", "snapshot").order_by("pk"):
         snap = run.snapshot or {}
-        direction = snap.get("parameters", {}).get("direction", "forward")
+        direction = RunSpec.of(run).direction
         for ep in _written(direction, snap.get("sources", []), snap.get("destinations", [])):
             if ep.get("id") in endpoint_ids:
                 return f"run #{run.pk} ({run.state}) is writing to endpoint {ep.get('name')}"

@@ -15,7 +15,7 @@ from django.forms.models import model_to_dict
 
 from campaigns.choices import CampaignKind
 from campaigns.models import Campaign, Endpoint
-from campaigns.spec import PARAMETER_NAMES
+from campaigns.spec import PARAMETER_NAMES, RunSpec
 
 PARAMETER_FIELDS = PARAMETER_NAMES  # what a snapshot freezes of a campaign: the RunSpec's fields
 _SECRET_FIELDS = ("bearer_token",)
@@ -71,27 +71,27 @@ class PlannedTransfer:
     destination_endpoint_id: int
 
 
-def file_sizes(parameters: dict, seed: int) -> list[int]:
+def file_sizes(spec: RunSpec, seed: int) -> list[int]:
     """Sizes in plan order; a mix is shuffled (seeded) so every step sees every size."""
-    mix = parameters.get("file_mix") or []
-    if not mix:
-        return [parameters["file_size"]] * parameters["file_count"]
-    sizes = [item["size"] for item in mix for _ in range(item["count"])]
+    if not spec.file_mix:
+        return [spec.file_size] * spec.file_count
+    sizes = [size for count, size in spec.file_mix for _ in range(count)]
     random.Random(seed).shuffle(sizes)
     return sizes
 
 
-def source_path(parameters: dict, size: int, number: int) -> str:
-    return f"{parameters['source_path'].strip('/')}/{size}/src-{number:07d}"
+def source_path(folder: str, size: int, number: int) -> str:
+    """Where generated source number `number` of `size` bytes lies below the campaign's source folder."""
+    return f"{folder.strip('/')}/{size}/src-{number:07d}"
 
 
-def run_folder(parameters: dict, run_id: int) -> str:
+def run_folder(spec: RunSpec, run_id: int) -> str:
     """The folder below each written endpoint that holds a run's files, and nothing else."""
-    return f"{parameters['destination_path'].strip('/')}/run-{run_id}"
+    return f"{spec.destination_path.strip('/')}/run-{run_id}"
 
 
-def destination_path(parameters: dict, run_id: int, index: int) -> str:
-    return f"{run_folder(parameters, run_id)}/f{index:07d}"
+def destination_path(spec: RunSpec, run_id: int, index: int) -> str:
+    return f"{run_folder(spec, run_id)}/f{index:07d}"
 
 
 def endpoint_folder_url(endpoint: dict, folder: str) -> str:
@@ -120,39 +120,39 @@ class _UrlMaker:
 
 def plan(snapshot: dict, run_id: int) -> Iterator[PlannedTransfer]:
     """The run's transfers: sources and destinations taken in turn, direction applied."""
-    parameters = snapshot["parameters"]
+    spec = RunSpec.from_snapshot(snapshot)
     sources, destinations = snapshot["sources"], snapshot["destinations"]
-    if parameters.get("kind") == CampaignKind.CHECKSUM_LOAD:
-        yield from _checksum_plan(parameters, sources, run_id)
+    if spec.kind == CampaignKind.CHECKSUM_LOAD:
+        yield from _checksum_plan(spec, sources, run_id)
         return
     makers = {ep["id"]: _UrlMaker(ep) for ep in [*sources, *destinations]}
-    distinct = parameters.get("source_file_count")
-    for index, size in enumerate(file_sizes(parameters, seed=run_id)):
+    distinct = spec.source_file_count
+    for index, size in enumerate(file_sizes(spec, seed=run_id)):
         src, dst = sources[index % len(sources)], destinations[index % len(destinations)]
-        direction = parameters["direction"]
+        direction = spec.direction
         if direction == "reverse" or (direction == "both" and index % 2):
             src, dst = dst, src
         number = index % distinct if distinct else index
         yield PlannedTransfer(
             index=index,
-            source=makers[src["id"]](source_path(parameters, size, number), size),
-            destination=makers[dst["id"]](destination_path(parameters, run_id, index), size),
+            source=makers[src["id"]](source_path(spec.source_path, size, number), size),
+            destination=makers[dst["id"]](destination_path(spec, run_id, index), size),
             size=size,
             source_endpoint_id=src["id"],
             destination_endpoint_id=dst["id"],
         )
 
 
-def _checksum_plan(parameters: dict, sources: list[dict], run_id: int) -> Iterator[PlannedTransfer]:
+def _checksum_plan(spec: RunSpec, sources: list[dict], run_id: int) -> Iterator[PlannedTransfer]:
     """One checksum request per row: the file asked about, no destination, the same door answering."""
     makers = {ep["id"]: _UrlMaker(ep) for ep in sources}
-    distinct = parameters.get("source_file_count")
-    for index, size in enumerate(file_sizes(parameters, seed=run_id)):
+    distinct = spec.source_file_count
+    for index, size in enumerate(file_sizes(spec, seed=run_id)):
         src = sources[index % len(sources)]
         number = index % distinct if distinct else index
         yield PlannedTransfer(
             index=index,
-            source=makers[src["id"]](source_path(parameters, size, number), size),
+            source=makers[src["id"]](source_path(spec.source_path, size, number), size),
             destination="",
             size=size,
             source_endpoint_id=src["id"],

@@ -16,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from campaigns.runs.planning import source_files
+from campaigns.spec import RunSpec
 
 log = logging.getLogger(__name__)
 _CHUNK = 4 * 1024 * 1024
@@ -63,7 +64,7 @@ def create_sources(snapshot: dict, run_id: int, copier) -> dict[int, str]:
     targets = {url: size for url, size in source_files(snapshot, run_id).items() if not url.startswith("mock:")}
     if not targets:
         return {}
-    algorithm = snapshot["parameters"].get("checksum_algorithm", "adler32")
+    algorithm = RunSpec.from_snapshot(snapshot).checksum_algorithm
     checksums: dict[int, str] = {}
     with tempfile.TemporaryDirectory(prefix="storageops-src-") as tmp:
         local: dict[int, Path] = {}

@@ -47,8 +47,8 @@ def create_run(campaign: Campaign, *, user=None, trigger: str = "web") -> Run:
                 f"The campaign's {budget.label} is used up ({budget.used} of {budget.limit} bytes moved)."
             )
         # The run stops cleanly at what is left of the tightest budget, and says which one.
-        snapshot["parameters"]["max_bytes"] = budget.remaining
-        snapshot["parameters"]["byte_budget_label"] = budget.label
+        # Kept beside the campaign's own parameters, which stay as the campaign had them.
+        snapshot["budget"] = {"max_bytes": budget.remaining, "label": budget.label}
     return Run.objects.create(
         campaign=campaign,
         trigger=trigger,

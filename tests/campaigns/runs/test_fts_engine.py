@@ -58,11 +58,11 @@ def adler32(path: Path) -> int:
     return zlib.adler32(path.read_bytes(), 1)
 
 
-def write_sources(door, prefix: str, params: dict, count: int, size: int, skip: set[int] = frozenset()) -> None:
+def write_sources(door, prefix: str, folder: str, count: int, size: int, skip: set[int] = frozenset()) -> None:
     data = os.urandom(size)
     for number in range(count):
         if number not in skip:
-            door.write_local(f"{prefix}{source_path(params, size, number)}", data)
+            door.write_local(f"{prefix}{source_path(folder, size, number)}", data)
 
 
 def test_run_of_60_files_matches_what_fts_reported(xrootd_pair, fts, client, viewer):
@@ -78,7 +78,7 @@ def test_run_of_60_files_matches_what_fts_reported(xrootd_pair, fts, client, vie
         checksum_mode="both", concurrency_steps=[3, 6], step_files=30, fts_priority=4,
     )  # fmt: skip
     # Source 7 is missing: FTS reports "SOURCE [2] Failed to stat file (No such file or directory)".
-    write_sources(door1, "/data/fts1/", {"source_path": obj.source_path}, count, size, skip={7})
+    write_sources(door1, "/data/fts1/", obj.source_path, count, size, skip={7})
     run = runs.create_run(obj, trigger="command")
     assert RunDriver(run.pk).drive() == RunState.SUCCEEDED
     run.refresh_from_db()
@@ -163,7 +163,7 @@ def test_cancel_deletes_the_jobs_and_restores_the_link_set_per_step(xrootd_pair,
         "fts-cancel", [src], [dst], engine="fts", fts_instance=instance(fts, files_per_job=5), file_count=count,
         file_size=size, checksum_mode="both", concurrency_steps=[1, 2], step_files=8,
     )  # fmt: skip
-    write_sources(door1, "/data/fts2/", {"source_path": obj.source_path}, count, size)
+    write_sources(door1, "/data/fts2/", obj.source_path, count, size)
     run = runs.create_run(obj, trigger="command")
     thread, result = run_in_thread(run.pk)
     deadline = time.monotonic() + 60
@@ -279,7 +279,7 @@ def test_a_resumed_driver_takes_over_the_jobs_already_in_fts(xrootd_pair, fts):
     dst = endpoint("fts-r2-dst", door2.root_url_for("/data/fts6/"))
     obj = campaign("fts-resume", [src], [dst], engine="fts", file_count=8, file_size=10_000,
                    fts_instance=instance(fts, manage_link_limits=False))  # fmt: skip
-    write_sources(door1, "/data/fts6/", {"source_path": obj.source_path}, 8, 10_000)
+    write_sources(door1, "/data/fts6/", obj.source_path, 8, 10_000)
     run = runs.create_run(obj, trigger="command")
     # What the dead driver had done: plan written, 5 transfers claimed and submitted as one job.
     transfer_store.insert_plan(run.pk, plan(run.snapshot, run.pk))
@@ -310,7 +310,7 @@ def test_over_https_the_server_is_verified_and_x509_identifies_the_user(xrootd_p
         untrusted = instance(double, "untrusted", bearer_token="", x509_cert=cert, x509_key=key, ca_path="")
         obj = campaign("fts-untrusted", [src], [dst], engine="fts", file_count=4, file_size=10_000,
                        fts_instance=untrusted)  # fmt: skip
-        write_sources(door1, "/data/fts7/", {"source_path": obj.source_path}, 4, 10_000)
+        write_sources(door1, "/data/fts7/", obj.source_path, 4, 10_000)
         run = runs.create_run(obj, trigger="command")
         assert RunDriver(run.pk).drive() == RunState.FAILED
         run.refresh_from_db()
@@ -340,7 +340,7 @@ def test_a_byte_budget_stops_submitting_at_most_one_file_over(xrootd_pair, fts):
     dst = endpoint("fts-b-dst", door2.root_url_for("/data/fts8/"))
     obj = campaign("fts-budget", [src], [dst], engine="fts", file_count=10, file_size=10_000, max_bytes=35_000,
                    concurrency_steps=[2], fts_instance=instance(fts, manage_link_limits=False))  # fmt: skip
-    write_sources(door1, "/data/fts8/", {"source_path": obj.source_path}, 10, 10_000)
+    write_sources(door1, "/data/fts8/", obj.source_path, 10, 10_000)
     run = runs.create_run(obj, trigger="command")
     assert RunDriver(run.pk).drive() == RunState.SUCCEEDED
     run.refresh_from_db()
