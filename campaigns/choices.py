@@ -88,14 +88,6 @@ class TransferState(models.TextChoices):
     SKIPPED = "skipped", "Skipped (budget or stop)"
 
 
-FINAL_TRANSFER_STATES = (
-    TransferState.SUCCEEDED,
-    TransferState.FAILED,
-    TransferState.CANCELLED,
-    TransferState.SKIPPED,
-)
-
-
 class ErrorCategory(models.TextChoices):
     NONE = "", "None"
     CHECKSUM_MISMATCH = "checksum_mismatch", "Checksum mismatch"

@@ -1,7 +1,7 @@
 """A test double of an FTS3 REST server (3.14 / fts-rest-flask), for the FTS engine's tests.
 
 FTS cannot run here, so this double answers the REST calls StorageOps makes the way a real
-FTS3 3.14.4 was seen to answer them (shared/notes/fts-rest-observed.md) and as fts-rest-flask's
+FTS3 3.14.4 was seen to answer them (docs/fts.md) and as fts-rest-flask's
 controllers are written: submission with its validation errors, job and file states
 SUBMITTED → ACTIVE → FINISHED / FAILED / CANCELED (FINISHEDDIRTY for a partly failed job),
 batch status with ?files=, cancel, link configuration, the config audit (404 by default, as in

@@ -1,4 +1,4 @@
-"""Map an engine's error (errno and message) onto the error taxonomy of DESIGN.md.
+"""Map an engine's error (errno and message) onto the categories of `campaigns.choices.ErrorCategory`.
 
 The raw message is always kept beside the category; the category is what the
 dashboards count, so the mapping errs on the side of "other" rather than guessing.

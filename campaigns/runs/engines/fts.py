@@ -43,7 +43,6 @@ FILE_FIELDS = (
     "dest_surl",
 )
 POLL_BATCH = 50  # job ids per GET /jobs/ID1,ID2,…: keeps the URL well under common limits
-_VERIFY_CHECKSUM = {"none": "none", "source": "source", "target": "target", "both": "both"}
 
 
 class FtsError(Exception):
@@ -144,7 +143,7 @@ def job_body(files: Sequence[CopyJob], options: JobOptions, metadata: dict) -> d
             entry["checksum"] = f"{options.checksum_algorithm}:{job.checksum}"
         entries.append(entry)
     params = {
-        "verify_checksum": _VERIFY_CHECKSUM[options.verify_checksum],
+        "verify_checksum": options.verify_checksum,
         "overwrite": options.overwrite,
         # Explicit: FTS's server-side default retry would otherwise apply.
         "retry": options.retry,

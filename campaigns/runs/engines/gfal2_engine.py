@@ -64,7 +64,7 @@ class Gfal2Copier:
         options = self.options
         # A credential-less HTTP TPC asks for a gridsite delegation XrdHttpTPC refuses, and
         # gfal2 would ask a server without macaroon support for a macaroon: see
-        # shared/notes/davs-tpc.md.
+        # docs/notes-xrootd-gfal2.md.
         ctx.set_opt_boolean("HTTP PLUGIN", "RETRIEVE_BEARER_TOKEN", False)
         if options.tpc_mode in _HTTP_COPY_MODES:
             ctx.set_opt_string("HTTP PLUGIN", "DEFAULT_COPY_MODE", _HTTP_COPY_MODES[options.tpc_mode])

@@ -1,4 +1,4 @@
-"""Engine errors map onto the taxonomy of DESIGN.md; messages are those seen from gfal2,
+"""Engine errors map onto the categories of campaigns.choices.ErrorCategory; messages are those seen from gfal2,
 XRootD, davix and FTS."""
 
 from __future__ import annotations

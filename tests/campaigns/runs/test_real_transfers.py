@@ -70,7 +70,7 @@ def test_root_tpc_campaign_copies_real_files_with_adler32(xrootd_pair):
 def test_davs_tpc_in_each_mode_with_fallback_disabled(xrootd_https_pair, test_ca, mode, reported):
     a, b = xrootd_https_pair
     # XrdHttpTPC refuses gridsite delegation; a bearer credential makes gfal2 send
-    # "Credential: none" (shared/notes/davs-tpc.md). These servers ignore the token.
+    # "Credential: none" (docs/notes-xrootd-gfal2.md). These servers ignore the token.
     creds = {"bearer_token": "storageops-test", "ca_dir": str(test_ca.ca_dir)}
     src = endpoint(f"a-davs-{mode}", a.davs_url_for(f"/data/{mode}/"), **creds)
     dst = endpoint(f"b-davs-{mode}", b.davs_url_for(f"/data/{mode}/"), **creds)
