@@ -50,12 +50,14 @@ class _Child:
 class Supervisor:
     def __init__(self, pid_dir: Path | None = None, say: Callable[[str], None] | None = None) -> None:
         self.children: list[_Child] = []
+        self._managed: list[ManagedProcess] = []
         self.pid_dir = pid_dir
         self.say = say
 
     def start(self, name: str, argv: list[str], env: dict[str, str] | None = None, cwd: str | None = None):
         child = ManagedProcess(name, argv, env, cwd=cwd).start()
         self.watch(name, child.proc)
+        self._managed.append(child)
         log.info("started %s (pid %d)", name, child.pid)
         return child
 
@@ -76,7 +78,10 @@ class Supervisor:
         if self.pid_dir is not None:
             for child in self.children:
                 (self.pid_dir / f"{child.name}.pid").unlink(missing_ok=True)
+        for managed in self._managed:
+            managed.stop()  # stopped already: closes and forgets
         self.children.clear()
+        self._managed.clear()
         return seconds
 
 
