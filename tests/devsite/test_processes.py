@@ -36,8 +36,8 @@ def _parent(tmp_path: Path, body: str) -> subprocess.Popen:
             import sys, time
             from pathlib import Path
             sys.path.insert(0, {str(ROOT)!r})
-            from devsite.processes import ManagedProcess, stop_children_on_signals
-            from devsite.xrootd_server import XRootDServer, live_server_processes
+            from devsite.processes import ManagedProcess
+            from devsite.xrootd_server import XRootDServer
             tmp = Path({str(tmp_path)!r})
             """
         )
@@ -90,15 +90,17 @@ def test_children_and_grandchildren_die_with_a_sigkilled_parent(tmp_path):
             parent.kill()
 
 
-def test_a_script_stuck_in_a_blocking_call_stops_its_children_on_sigterm(tmp_path):
+def test_a_benchmark_stuck_in_a_blocking_call_stops_its_worker_and_door_on_sigterm(tmp_path):
     """The benchmark that "ignored SIGTERM": its main thread blocked in a call that retries
-    after EINTR. stop_children_on_signals stops the children from a helper thread."""
+    after EINTR. The benchmarks' harness stops the children from a helper thread."""
     tmp_path.chmod(0o755)
     parent = _parent(
         tmp_path,
         f"""\
         import os
-        stop_children_on_signals(extra=live_server_processes, exit_after=3.0)
+        sys.path.insert(0, {str(ROOT / "benchmarks")!r})
+        import harness
+        harness.stop_children_on_signals()
         tree = ManagedProcess("tree", [sys.executable, "-c", {TREE!r}], log_dir=tmp).start()
         door = XRootDServer("stuck", tmp / "data", workdir=tmp / "run").start()
         print("ready", flush=True)
