@@ -1,8 +1,9 @@
 """Child processes started by StorageOps itself (make run), its tests and its benchmarks.
 
 Each child gets a session of its own, so that it and whatever it forks (gunicorn's and
-Celery's pools) are signalled as one group: the group of *our* child's pid, never
-processes found by name, which other sessions on the machine may share.
+Celery's pools, xrootd's TPC xrdcp, which xrootd puts in a process group of its own) are
+found and signalled together: the session of *our* child's pid, never processes found by
+name, which other sessions on the machine may share.
 
 Nothing is left behind when the parent dies, however it dies:
 
@@ -10,9 +11,9 @@ Nothing is left behind when the parent dies, however it dies:
   child just before exec, after any switch of user), so the kernel kills it with its parent,
   SIGKILL included. The signal follows the *thread* that started the child: start children
   from a thread that lives as long as they should (the main thread, a fixture);
-* a group guard (devsite/groupguard.py), one small process per parent, kills the children's
-  whole process groups when the parent is gone, which reaches the grandchildren too;
-* a parent stopped by a signal it can handle stops its children by group (Supervisor,
+* a group guard (devsite/groupguard.py), one small process per parent, kills every process
+  group of the children's sessions when the parent is gone: the grandchildren too;
+* a parent stopped by a signal it can handle stops its children by session (Supervisor,
   ``stop_processes``, ``stop_children_on_signals``).
 
 Pid files (``PidFile``) let the next `make run` find and stop what a crashed one left.
@@ -134,13 +135,16 @@ def _after_fork_in_child() -> None:
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-def guard_group(pgid: int) -> None:
-    """Have the group guard SIGKILL process group ``pgid`` if this process dies first."""
-    _guard.add(pgid)
+def guard_group(sid: int) -> None:
+    """Have the group guard SIGKILL every process of session ``sid`` if this process dies first.
+
+    ``sid`` is the pid of a child started with ``start_new_session=True``.
+    """
+    _guard.add(sid)
 
 
-def release_group(pgid: int) -> None:
-    _guard.remove(pgid)
+def release_group(sid: int) -> None:
+    _guard.remove(sid)
 
 
 # -- /proc ---------------------------------------------------------------------------------------
@@ -182,13 +186,20 @@ def cmdline(pid: int) -> list[str]:
 
 def group_members(pgid: int) -> list[int]:
     """Live processes of process group ``pgid``, from /proc."""
-    members = []
+    return [pid for pid, fields in _live_stats() if int(fields[2]) == pgid]
+
+
+def session_members(sid: int) -> list[int]:
+    """Live processes of session ``sid``, from /proc, whatever their process group."""
+    return [pid for pid, fields in _live_stats() if int(fields[3]) == sid]
+
+
+def _live_stats():
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             fields = _stat_fields(int(entry.name))
-            if fields and int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
-                members.append(int(entry.name))
-    return members
+            if fields and fields[0] not in ("Z", "X"):
+                yield int(entry.name), fields
 
 
 def descendants(pid: int) -> list[int]:
@@ -265,24 +276,40 @@ def signal_group(pgid: int, sig: int) -> None:
         os.killpg(pgid, sig)
 
 
+def signal_session(sid: int, sig: int) -> None:
+    """``sig`` to every process group of session ``sid`` (a group's id is not reused while it
+    has a member, unlike a bare pid)."""
+    fields_by_pid = dict(_live_stats())
+    groups = {int(fields[2]) for fields in fields_by_pid.values() if int(fields[3]) == sid}
+    for pgid in groups | {sid}:
+        signal_group(pgid, sig)
+
+
 def stop_processes(
     procs: Iterable[tuple[str, subprocess.Popen]],
     grace: float = 5.0,
     say: Callable[[str], None] | None = None,
     patience: float = 2.0,
     hurry: Callable[[], bool] | None = None,
+    leader_only: bool = False,
 ) -> float:
-    """Stop children that lead process groups of their own, all at once; returns the seconds.
+    """Stop children that lead sessions of their own, all at once; returns the seconds.
 
-    SIGTERM to every group; every ``patience`` seconds, ``say`` what is still awaited; SIGKILL
-    to the groups still there after ``grace`` seconds (or as soon as ``hurry()``). What is left
-    of each group once its leader is gone (a pool process) is killed too.
+    SIGTERM to each child's process group (or, ``leader_only``, to the child alone, for a
+    master that stops its pool itself); every ``patience`` seconds, ``say`` what is still
+    awaited; SIGKILL to the sessions still there after ``grace`` seconds (or as soon as
+    ``hurry()``). What is left of each session once its leader is gone (a pool process, an
+    xrdcp pulling a TPC copy for xrootd) is killed too.
     """
     procs = [(name, proc) for name, proc in procs]
     started = time.monotonic()
     for _, proc in procs:
         if proc.poll() is None:
-            signal_group(proc.pid, signal.SIGTERM)
+            if leader_only:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.send_signal(signal.SIGTERM)
+            else:
+                signal_group(proc.pid, signal.SIGTERM)
     next_report = started + patience
     killed = False
     while True:
@@ -295,20 +322,20 @@ def stop_processes(
                 names = ", ".join(f"{name} (pid {proc.pid})" for name, proc in waiting)
                 say(f"Still not stopped after {now - started:.1f} s: killing {names}.")
             for _, proc in waiting:
-                signal_group(proc.pid, signal.SIGKILL)
+                signal_session(proc.pid, signal.SIGKILL)
             killed = True
             next_report = now + patience
         elif now >= next_report:
             if say:
                 names = ", ".join(
-                    f"{name} (pid {proc.pid}, {len(group_members(proc.pid))} processes in its group)"
+                    f"{name} (pid {proc.pid}, {len(session_members(proc.pid))} processes in its session)"
                     for name, proc in waiting
                 )
                 say(f"Stopping for {now - started:.0f} s, waiting for {names}.")
             next_report = now + patience
         time.sleep(0.05)
     for _, proc in procs:
-        signal_group(proc.pid, signal.SIGKILL)
+        signal_session(proc.pid, signal.SIGKILL)
         release_group(proc.pid)
     return time.monotonic() - started
 
@@ -393,13 +420,13 @@ class ManagedProcess:
         return group_members(self.proc.pid) if self.proc else []
 
     def kill(self) -> None:
-        """SIGKILL the whole group at once: a crash, with no chance to clean up."""
+        """SIGKILL the whole session at once: a crash, with no chance to clean up."""
         if self.proc and self.proc.poll() is None:
-            signal_group(self.proc.pid, signal.SIGKILL)
+            signal_session(self.proc.pid, signal.SIGKILL)
             self.proc.wait(timeout=30)
 
     def stop(self, timeout: float = 20.0, say: Callable[[str], None] | None = None) -> None:
-        """SIGTERM the group, SIGKILL it after ``timeout`` seconds; the group's rest goes too."""
+        """SIGTERM the group, SIGKILL the session after ``timeout`` s; the session's rest goes too."""
         if not self.proc:
             return
         stop_processes([(self.name, self.proc)], grace=timeout, say=say)

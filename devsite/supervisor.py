@@ -20,9 +20,9 @@ from devsite.processes import (
     ManagedProcess,
     PidFile,
     describe,
-    group_members,
     is_alive,
     parent_pid,
+    session_members,
     start_time,
     stop_processes,
 )
@@ -72,8 +72,14 @@ class Supervisor:
 
     def stop_all(self, grace: float = 5.0, hurry: Callable[[], bool] | None = None) -> float:
         """Stop every child at once (SIGTERM, SIGKILL after ``grace`` s); returns the seconds."""
+        # SIGTERM to each child alone: gunicorn's master and Celery's stop their own workers (a
+        # pool process signalled directly dies mid-task and is replaced); SIGKILL for the rest.
         seconds = stop_processes(
-            [(c.name, c.proc) for c in reversed(self.children)], grace=grace, say=self.say, hurry=hurry
+            [(c.name, c.proc) for c in reversed(self.children)],
+            grace=grace,
+            say=self.say,
+            hurry=hurry,
+            leader_only=True,
         )
         if self.pid_dir is not None:
             for child in self.children:
@@ -118,7 +124,7 @@ class Leftovers:
         earlier = f"An earlier runsite (pid {self.supervisor.pid})" if self.supervisor else "An earlier runsite"
         if self.running:
             names = ", ".join(
-                f"{r.name} (pid {r.pid}, {len(group_members(r.pid)) or 1} processes)" for r in self.running
+                f"{r.name} (pid {r.pid}, {len(session_members(r.pid)) or 1} processes)" for r in self.running
             )
             return f"{earlier} did not stop cleanly and left {names} running; stopping them."
         names = ", ".join(r.name for r in self.gone)

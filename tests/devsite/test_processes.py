@@ -24,8 +24,9 @@ from devsite.processes import PidFile, cmdline, descendants, is_alive, start_tim
 from devsite.supervisor import SELF, Leftovers
 from tests.support.processes import PYTHON, ROOT
 
-#: A child that forks a grandchild in its own process group, both sleeping.
-TREE = "import os, time\nos.fork()\ntime.sleep(300)\n"
+#: A child that forks a grandchild into a process group of its own (as xrootd does with the
+#: xrdcp of a TPC copy), both sleeping.
+TREE = "import os, time\nif os.fork() == 0:\n    os.setpgid(0, 0)\ntime.sleep(300)\n"
 
 
 def _parent(tmp_path: Path, body: str) -> subprocess.Popen:

@@ -30,8 +30,9 @@ from devsite.supervisor import SELF, Leftovers, Supervisor, port_in_use, port_ow
 from devsite.xrootd_server import XRootDServer, free_port
 from storageops import roles
 
-#: Seconds the children get to stop after SIGTERM before their groups are SIGKILLed.
-STOP_GRACE = 5.0
+#: Seconds the children get to stop after SIGTERM before their groups are SIGKILLed. Short:
+#: a worker's warm shutdown would wait for a whole run, and runs survive a lost worker.
+STOP_GRACE = 3.0
 
 
 class _Stop(Exception):
