@@ -4,9 +4,11 @@ export GFAL_PYTHONBIN := /usr/bin/python3
 
 .PHONY: run test lint check bench
 
+# runsite stops everything it started on Ctrl-C, SIGTERM, SIGHUP and when make itself is killed;
+# its children die with it even when it is SIGKILLed.
 run:  ## the dashboard, a worker, beat and a demo site with two real XRootD servers
 	bash scripts/bootstrap.sh run
-	$(PY) manage.py runsite
+	$(PY) manage.py runsite --exit-with-parent
 
 test:  ## the whole test suite (DATABASE_URL / CELERY_BROKER_URL are used when set)
 	bash scripts/bootstrap.sh test

@@ -37,7 +37,22 @@ def ensure_database() -> None:
             conn.execute(f'CREATE DATABASE "{name}"')
 
 
+def stop_children_on_signals() -> None:
+    """SIGTERM or SIGHUP stop this benchmark's workers and doors at once, then unwind it.
+
+    Its children die with it anyway (devsite.processes: parent-death signal, group guard);
+    this is for a polite stop, which must work even when the main thread hangs in a stuck
+    copy: the children are stopped from a helper thread, then the main thread is interrupted
+    (its ``finally`` blocks run), and if it does not end within 10 s the process exits.
+    """
+    from devsite import processes
+    from devsite.xrootd_server import live_server_processes
+
+    processes.stop_children_on_signals(extra=live_server_processes)
+
+
 def setup() -> None:
+    stop_children_on_signals()
     ensure_database()
     import django
 

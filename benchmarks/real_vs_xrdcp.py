@@ -24,7 +24,6 @@ import os
 import queue
 import resource
 import shutil
-import signal
 import socket
 import statistics
 import subprocess
@@ -36,6 +35,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import harness
+
+from devsite.processes import die_with_parent
 
 MB = 1000**2
 SOURCE_BASE = "/data/bench"  # door1 endpoint; sources below <this>/src/<size>/src-NNNNNNN
@@ -249,8 +250,13 @@ class XrdcpPool:
                 if self.stopping.is_set():
                     return
                 start = time.monotonic()
+                # Dies with this thread's process, even a SIGKILLed one (the thread outlives it).
                 proc = subprocess.Popen(
-                    argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+                    argv,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    preexec_fn=die_with_parent(),
                 )
                 self.running.add(proc)
                 if self.first_start is None:
@@ -321,13 +327,12 @@ def main() -> None:
     if min(args.files, args.size_mb, args.concurrency, args.repeat) < 1:
         parser.error("every argument must be at least 1")
     size = args.size_mb * MB
-    # A plain `kill` unwinds like Ctrl-C, so the finally below still stops what we started.
-    signal.signal(signal.SIGTERM, signal.default_int_handler)
-
     # Our own queues: the Redis broker is shared with other sessions' workers (tests, other
     # benchmarks), and one of them taking this run's drive_run task from the plain "transfers"
     # queue would find no such run in its database and drop it. Set before Django reads settings.
     os.environ.setdefault("STORAGEOPS_QUEUE_PREFIX", f"bench-xrdcp-{os.getpid()}-")
+    # A plain `kill` stops the worker and the doors at once, stuck copy or not, then unwinds
+    # like Ctrl-C, so the finally below still cleans up (harness.stop_children_on_signals).
     harness.setup()
     from devsite.xrootd_server import XRootDServer
 

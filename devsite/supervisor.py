@@ -1,28 +1,206 @@
-"""A set of child processes watched together and stopped together (make run)."""
+"""A set of child processes watched together and stopped together (make run).
+
+With a pid directory (var/run/), every child is recorded in ``<name>.pid`` while it runs,
+so that a later start can find what a crashed supervisor left (``Leftovers``).
+"""
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import logging
+import os
+import socket
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
 
-from devsite.processes import ManagedProcess
+from devsite.processes import (
+    ManagedProcess,
+    PidFile,
+    describe,
+    is_alive,
+    parent_pid,
+    session_members,
+    start_time,
+    stop_processes,
+)
 
 log = logging.getLogger(__name__)
 
+#: The supervisor's own pid file in the pid directory; the children's are ``<name>.pid``.
+SELF = "runsite"
+
+
+@dataclass
+class _Child:
+    name: str
+    proc: subprocess.Popen
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    @property
+    def returncode(self) -> int | None:
+        return self.proc.poll()
+
 
 class Supervisor:
-    def __init__(self) -> None:
-        self.children: list[ManagedProcess] = []
+    def __init__(self, pid_dir: Path | None = None, say: Callable[[str], None] | None = None) -> None:
+        self.children: list[_Child] = []
+        self._managed: list[ManagedProcess] = []
+        self.pid_dir = pid_dir
+        self.say = say
 
     def start(self, name: str, argv: list[str], env: dict[str, str] | None = None, cwd: str | None = None):
         child = ManagedProcess(name, argv, env, cwd=cwd).start()
-        self.children.append(child)
+        self.watch(name, child.proc)
+        self._managed.append(child)
         log.info("started %s (pid %d)", name, child.pid)
         return child
 
-    def first_exited(self) -> ManagedProcess | None:
+    def watch(self, name: str, proc: subprocess.Popen) -> None:
+        """Watch and stop a child started elsewhere (an XRootD door); record its pid file."""
+        self.children.append(_Child(name, proc))
+        if self.pid_dir is not None:
+            PidFile.record(self.pid_dir / f"{name}.pid", name, proc.pid)
+
+    def first_exited(self) -> _Child | None:
         return next((c for c in self.children if c.returncode is not None), None)
 
-    def stop_all(self) -> None:
-        for child in reversed(self.children):
-            child.stop(timeout=8)
+    def stop_all(self, grace: float = 5.0, hurry: Callable[[], bool] | None = None) -> float:
+        """Stop every child at once (SIGTERM, SIGKILL after ``grace`` s); returns the seconds."""
+        # SIGTERM to each child alone: gunicorn's master and Celery's stop their own workers (a
+        # pool process signalled directly dies mid-task and is replaced); SIGKILL for the rest.
+        seconds = stop_processes(
+            [(c.name, c.proc) for c in reversed(self.children)],
+            grace=grace,
+            say=self.say,
+            hurry=hurry,
+            leader_only=True,
+        )
+        if self.pid_dir is not None:
+            for child in self.children:
+                (self.pid_dir / f"{child.name}.pid").unlink(missing_ok=True)
+        for managed in self._managed:
+            managed.stop()  # stopped already: closes and forgets
         self.children.clear()
+        self._managed.clear()
+        return seconds
+
+
+# -- what an earlier supervisor left ---------------------------------------------------------------
+@dataclass
+class Leftovers:
+    """The pid files found in a pid directory, sorted by what their processes are now."""
+
+    pid_dir: Path
+    supervisor: PidFile | None = None
+    supervisor_running: bool = False
+    running: list[PidFile] = field(default_factory=list)  # children of ours still alive
+    gone: list[PidFile] = field(default_factory=list)  # dead, or the pid is another process now
+
+    @classmethod
+    def find(cls, pid_dir: Path) -> Leftovers:
+        found = cls(pid_dir)
+        for path in sorted(pid_dir.glob("*.pid")) if pid_dir.is_dir() else []:
+            record = PidFile.read(path)
+            if record is None:
+                path.unlink(missing_ok=True)
+                continue
+            if path.stem == SELF:
+                found.supervisor = record
+                found.supervisor_running = record.pid != os.getpid() and record.is_running()
+            elif record.is_running():
+                found.running.append(record)
+            else:
+                found.gone.append(record)
+        return found
+
+    def describe(self) -> str:
+        """One paragraph for the person starting `make run`."""
+        earlier = f"An earlier runsite (pid {self.supervisor.pid})" if self.supervisor else "An earlier runsite"
+        if self.running:
+            names = ", ".join(
+                f"{r.name} (pid {r.pid}, {len(session_members(r.pid)) or 1} processes)" for r in self.running
+            )
+            return f"{earlier} did not stop cleanly and left {names} running; stopping them."
+        names = ", ".join(r.name for r in self.gone)
+        return f"{earlier} did not stop cleanly; its {names or 'children'} are gone already."
+
+    def stop(self, grace: float = 5.0, say: Callable[[str], None] | None = None) -> float:
+        """Stop the leftover children by process group (they lead their own) and clear the files."""
+        seconds = stop_processes([(r.name, _Orphan(r.pid)) for r in self.running], grace=grace, say=say)
+        self.clear()
+        return seconds
+
+    def clear(self) -> None:
+        for record in [*self.running, *self.gone, *([self.supervisor] if self.supervisor else [])]:
+            (self.pid_dir / f"{record.name}.pid").unlink(missing_ok=True)
+
+
+class _Orphan:
+    """Enough of Popen for stop_processes, for a process that is not our child (no reaping)."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self._started = start_time(pid)
+
+    def poll(self) -> int | None:
+        return None if is_alive(self.pid, self._started) else 0
+
+
+# -- who holds a port ------------------------------------------------------------------------------
+def port_in_use(host: str, port: int) -> bool:
+    """Whether a server could not bind ``host:port`` now (as gunicorn does: SO_REUSEADDR)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            return exc.errno == errno.EADDRINUSE
+    return False
+
+
+def port_listeners(port: int) -> list[int]:
+    """Pids of the processes holding a socket that listens on ``port`` (from /proc; may be
+    empty when they belong to another user and we are not root, or live in another netns)."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError):
+            for line in Path(table).read_text().splitlines()[1:]:
+                fields = line.split()
+                if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                    inodes.add(fields[9])
+    if not inodes:
+        return []
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            for fd in (entry / "fd").iterdir():
+                with contextlib.suppress(OSError):
+                    target = os.readlink(fd)
+                    if target.startswith("socket:[") and target[8:-1] in inodes:
+                        pids.append(int(entry.name))
+                        break
+    return sorted(pids)
+
+
+def port_owner_text(port: int) -> str:
+    """Who listens on ``port``, for a message: the topmost such processes (a server's master,
+    not each of its workers, which share its socket)."""
+    pids = port_listeners(port)
+    if not pids:
+        return "a process this user cannot see"
+    top = [pid for pid in pids if parent_pid(pid) not in pids]
+    text = "; ".join(describe(pid) for pid in top[:3])
+    if len(top) > 3:
+        text += f" and {len(top) - 3} more"
+    if len(pids) > len(top):
+        text += f" (with {len(pids) - len(top)} of its children)"
+    return text

@@ -9,11 +9,14 @@ running ``xrootd`` locally:
 * a config file that enables root:// TPC (``ofs.tpc``), adler32 checksums and, when
   asked, HTTPS with XrdHttpTPC on the same port;
 * process handling: XRootD refuses to run as root, so when we are root the daemon is
-  started as ``nobody``; it is always our direct child and is only ever signalled by
-  its recorded pid (never by name), so parallel test sessions cannot hurt each other.
+  started as ``nobody``; it is always our direct child, leads a process group of its
+  own and is only ever signalled by its recorded pid's group (never by name), so
+  parallel test sessions cannot hurt each other. It dies with the process that
+  started it, even a SIGKILLed one (devsite.processes: parent-death signal, group guard).
 
-Only the standard library is used: the module is imported by pytest fixtures and by
-the demo launcher, neither of which should need Django or gfal2 just to run a server.
+Only the standard library (and devsite.processes, itself stdlib only) is used: the
+module is imported by pytest fixtures and by the demo launcher, neither of which should
+need Django or gfal2 just to run a server.
 
 Layout: the server exports ``export`` (default ``/data``) with ``oss.localroot
 data_dir``, so the namespace path ``/data/x`` is the local file ``data_dir/data/x``
@@ -44,6 +47,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import ClassVar
 
+from devsite.processes import die_with_parent, guard_group, stop_processes
+
 __all__ = [
     "LOOPBACK",
     "SERVER_USER",
@@ -51,6 +56,7 @@ __all__ = [
     "XRootDServer",
     "XRootDServerError",
     "free_port",
+    "live_server_processes",
     "make_test_ca",
     "make_traversable",
     "xroot_ping",
@@ -388,6 +394,12 @@ def _stop_all_at_exit() -> None:
 atexit.register(_stop_all_at_exit)
 
 
+def live_server_processes() -> list[tuple[str, subprocess.Popen[bytes]]]:
+    """(name, Popen) of every daemon started here and not stopped yet."""
+    with _live_lock:
+        return [(s.name, s.process) for s in _live_servers if s.process is not None]
+
+
 class XRootDServer:
     """One ``xrootd`` daemon on 127.0.0.1, optionally also serving HTTPS (davs).
 
@@ -632,8 +644,13 @@ class XRootDServer:
                 user=account.pw_uid if account else None,
                 group=account.pw_gid if account else None,
                 extra_groups=[] if account else None,
+                # The daemon dies with us, even by SIGKILL. Set in the child after the switch
+                # to SERVER_USER (a change of credentials clears it; Popen switches before
+                # preexec_fn), and neither xrootd nor taskset is set-user-ID.
+                preexec_fn=die_with_parent(),
             )
         self._pid = self._proc.pid
+        guard_group(self._pid)  # and what it forks (xrdcp --server for TPC) with it
         with _live_lock:
             _live_servers.add(self)
         try:
@@ -690,19 +707,22 @@ class XRootDServer:
                 return "completed" if "initialization completed" in line else "failed"
         return None
 
+    @property
+    def process(self) -> subprocess.Popen[bytes] | None:
+        """The daemon's Popen (it leads a process group of its own), or None."""
+        return self._proc
+
     def stop(self, timeout: float = 10.0) -> None:
-        """SIGTERM the recorded pid, SIGKILL it after ``timeout`` seconds, reap it."""
+        """SIGTERM the daemon's group, SIGKILL it after ``timeout`` seconds, reap it.
+
+        The group is the daemon (our direct child, in a session of its own) and what it
+        forked, such as an ``xrdcp --server`` pulling a TPC copy.
+        """
         proc = self._proc
         if proc is None:
             return
         try:
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-                try:
-                    proc.wait(timeout=timeout)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait(timeout=timeout)
+            stop_processes([(self.name, proc)], grace=timeout)
         finally:
             self._proc = None
             self._pid = None

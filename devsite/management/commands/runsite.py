@@ -1,11 +1,15 @@
 """`make run`: the dashboard, a worker, beat and a demo site with two real XRootD servers.
 
 Runs on the embedded defaults unless DATABASE_URL / CELERY_BROKER_URL say otherwise.
-Ctrl-C stops everything this command started, by pid.
+Ctrl-C, SIGTERM and SIGHUP (the terminal closed) stop everything this command started, by
+process group; and every child dies with this command even when it is SIGKILLed or killed
+by the OOM killer (devsite.processes: parent-death signal and group guard). Each child's
+pid is kept in var/run/<name>.pid, so a start after a crash finds and stops what is left.
 """
 
 from __future__ import annotations
 
+import gc
 import os
 import secrets
 import signal
@@ -16,14 +20,32 @@ from pathlib import Path
 from django.conf import settings
 from django.contrib.auth.models import Group, User
 from django.core.management import call_command
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
 from campaigns import runs
 from campaigns.runs.versions import xrootd_server_version
 from devsite.demo import register_demo_site
-from devsite.supervisor import Supervisor
+from devsite.processes import PidFile, set_parent_death_signal
+from devsite.supervisor import SELF, Leftovers, Supervisor, port_in_use, port_owner_text
 from devsite.xrootd_server import XRootDServer, free_port
 from storageops import roles
+
+#: Seconds the children get to stop after SIGTERM before their groups are SIGKILLed. Short:
+#: a worker's warm shutdown would wait for a whole run, and runs survive a lost worker.
+STOP_GRACE = 3.0
+
+
+class _Stop(Exception):
+    """A stop signal arrived while starting up."""
+
+
+def _host_port(bind: str) -> tuple[str, int] | None:
+    """("127.0.0.1", 8000) from gunicorn's --bind; None for unix sockets and file descriptors."""
+    if bind.startswith(("unix:", "fd://")) or ":" not in bind:
+        return None
+    host, _, port = bind.rpartition(":")
+    host = host.strip("[]") or "0.0.0.0"  # noqa: S104 -- only to test whether it is free
+    return (host, int(port)) if port.isdigit() else None
 
 
 class Command(BaseCommand):
@@ -32,24 +54,91 @@ class Command(BaseCommand):
     def add_arguments(self, parser) -> None:
         parser.add_argument("--bind", default=os.environ.get("STORAGEOPS_BIND", "127.0.0.1:8000"))
         parser.add_argument("--no-demo", action="store_true", help="Do not start the demo XRootD doors.")
+        parser.add_argument(
+            "--exit-with-parent",
+            action="store_true",
+            help="Stop (as on SIGTERM) when the parent process dies, e.g. `make` killed by SIGKILL.",
+        )
 
-    def handle(self, *args, bind: str, no_demo: bool, **options) -> None:
+    def handle(self, *args, bind: str, no_demo: bool, exit_with_parent: bool, **options) -> None:
+        self.stopping: str | None = None
+        self.hurry = False
+        handlers = {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+        try:
+            self._handle(bind, no_demo, exit_with_parent)
+        finally:
+            for sig, handler in handlers.items():
+                signal.signal(sig, handler)
+
+    def _handle(self, bind: str, no_demo: bool, exit_with_parent: bool) -> None:
+        if exit_with_parent:
+            parent = os.getppid()
+            set_parent_death_signal(signal.SIGTERM)
+            if os.getppid() != parent or parent == 1:
+                raise CommandError("the parent process is gone already")
+        pid_dir = Path(settings.VAR_DIR) / "run"
+        self._clear_leftovers(pid_dir)
+        address = _host_port(bind)
+        if address and port_in_use(*address):
+            raise CommandError(
+                f"port {address[1]} ({bind}) is in use by {port_owner_text(address[1])}, which is not "
+                f"a leftover of an earlier runsite with this var directory ({settings.VAR_DIR}). Stop it, "
+                f"or start on another address: --bind HOST:PORT or STORAGEOPS_BIND."
+            )
+        PidFile.record(pid_dir / f"{SELF}.pid", SELF, os.getpid())
+        try:
+            self._run(bind, no_demo, pid_dir)
+        except _Stop:
+            pass
+        finally:
+            (pid_dir / f"{SELF}.pid").unlink(missing_ok=True)
+
+    def _on_signal(self, signum, frame) -> None:
+        if self.stopping is None:
+            self.stopping = signal.Signals(signum).name
+        elif signum == signal.SIGINT:
+            self.hurry = True  # a second Ctrl-C: do not wait for the children any longer
+
+    def _check_stop(self) -> None:
+        if self.stopping:
+            raise _Stop
+
+    def _say(self, text: str, style=None) -> None:
+        """Write to our terminal, which may be gone (SIGHUP): a stop must not fail on that."""
+        try:
+            self.stdout.write(style(text) if style else text)
+            self.stdout.flush()
+        except (OSError, ValueError):
+            pass
+
+    def _clear_leftovers(self, pid_dir: Path) -> None:
+        """Find what an earlier, crashed runsite with this var directory left; stop it."""
+        leftovers = Leftovers.find(pid_dir)
+        if leftovers.supervisor_running:
+            pid = leftovers.supervisor.pid
+            raise CommandError(
+                f"runsite is already running with this var directory ({settings.VAR_DIR}) as "
+                f"pid {pid}; stop it first (Ctrl-C in its terminal, or kill {pid})."
+            )
+        if leftovers.supervisor is None and not leftovers.running and not leftovers.gone:
+            return
+        self._say(leftovers.describe(), self.style.WARNING)
+        if leftovers.running:
+            seconds = leftovers.stop(grace=STOP_GRACE, say=self._say)
+            self._say(f"Stopped what the earlier runsite left in {seconds:.1f} s.")
+        else:
+            leftovers.clear()
+
+    def _run(self, bind: str, no_demo: bool, pid_dir: Path) -> None:
         call_command("migrate", verbosity=0, interactive=False)
         call_command("collectstatic", verbosity=0, interactive=False)
         password = self._admin_password()
         servers: list[XRootDServer] = []
-        supervisor = Supervisor()
-        stopping = False
-
-        def stop(signum, frame) -> None:
-            nonlocal stopping
-            stopping = True
-
-        signal.signal(signal.SIGINT, stop)
-        signal.signal(signal.SIGTERM, stop)
+        supervisor = Supervisor(pid_dir, say=self._say)
         try:
+            self._check_stop()
             if not no_demo:
-                servers = self._start_doors()
+                servers = self._start_doors(supervisor)
                 campaign = register_demo_site(
                     {s.name: s.root_url_for("/data/demo/") for s in servers},
                     xrootd_version=xrootd_server_version(servers[0].root_url),
@@ -57,6 +146,7 @@ class Command(BaseCommand):
             python = sys.executable
             env = dict(os.environ, GFAL_PYTHONBIN="/usr/bin/python3", PYTHONUNBUFFERED="1", PYTHONFAULTHANDLER="1")
             base = str(settings.BASE_DIR)
+            self._check_stop()
             supervisor.start(
                 "web",
                 [
@@ -68,12 +158,15 @@ class Command(BaseCommand):
                     bind,
                     "-w",
                     "2",
+                    "--graceful-timeout",
+                    str(int(STOP_GRACE) - 1),
                     "--access-logfile",
                     "-",
                 ],
                 env,
                 base,
             )
+            self._check_stop()
             supervisor.start(
                 "worker",
                 [
@@ -95,6 +188,7 @@ class Command(BaseCommand):
                 env,
                 base,
             )
+            self._check_stop()
             supervisor.start(
                 "beat",
                 [
@@ -114,26 +208,32 @@ class Command(BaseCommand):
             )
             if not no_demo and not campaign.runs.exists():
                 run = runs.start_run(campaign, trigger="demo")
-                self.stdout.write(f"Demo run #{run.pk} of {campaign.name} queued.")
-            self.stdout.write(
-                self.style.SUCCESS(
-                    f"\nStorageOps is up: http://{bind}/  (log in as admin / {password})\n"
-                    f"Health: http://{bind}/healthz    Ctrl-C stops everything.\n"
-                )
+                self._say(f"Demo run #{run.pk} of {campaign.name} queued.")
+            self._say(
+                f"\nStorageOps is up: http://{bind}/  (log in as admin / {password})\n"
+                f"Health: http://{bind}/healthz    Ctrl-C stops everything.\n",
+                self.style.SUCCESS,
             )
             for server in servers:
-                self.stdout.write(f"  demo door {server.name}: {server.root_url_for('/data/demo/')}")
-            while not stopping:
+                self._say(f"  demo door {server.name}: {server.root_url_for('/data/demo/')}")
+            while not self.stopping:
                 exited = supervisor.first_exited()
                 if exited:
-                    self.stderr.write(f"{exited.name} exited ({exited.returncode}); stopping everything.")
+                    try:
+                        self.stderr.write(f"{exited.name} exited ({exited.returncode}); stopping everything.")
+                    except (OSError, ValueError):
+                        pass
                     break
-                time.sleep(0.5)
+                time.sleep(0.2)
         finally:
-            self.stdout.write("Stopping…")
-            supervisor.stop_all()
+            self._say(f"Stopping ({self.stopping or 'a child exited'})…")
+            seconds = supervisor.stop_all(grace=STOP_GRACE, hurry=lambda: self.hurry)
             for server in servers:
-                server.stop()
+                server.stop()  # stopped already with the others; forgets it
+            self._say(f"Stopped in {seconds:.1f} s.")
+            # Nothing is left to clean up: spare the interpreter's final collection of every
+            # object Django, Celery and the migrations created (seconds on a busy machine).
+            gc.freeze()
 
     def _admin_password(self) -> str:
         """The admin password: STORAGEOPS_ADMIN_PASSWORD, or one generated once and kept in var/."""
@@ -150,13 +250,15 @@ class Command(BaseCommand):
         user.groups.add(Group.objects.get(name=roles.ADMIN))
         return password
 
-    def _start_doors(self) -> list[XRootDServer]:
+    def _start_doors(self, supervisor: Supervisor) -> list[XRootDServer]:
         root = Path(settings.VAR_DIR) / "demo"
         servers = []
         for name in ("door1", "door2"):
+            self._check_stop()
             server = XRootDServer(
                 name=name, data_dir=root / name / "data", port=free_port(), workdir=root / name / "run"
             )
             server.start()
+            supervisor.watch(name, server.process)
             servers.append(server)
         return servers

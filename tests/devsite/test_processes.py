@@ -1,0 +1,192 @@
+"""Children die with whoever started them, however it dies; leftovers are found by pid file.
+
+A parent here is a small script using devsite.processes the way the test fixtures and the
+benchmarks do (ManagedProcess, XRootDServer); it is killed, and every process it started
+-- including what those forked, in their own groups -- must be gone within 10 s.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from devsite.processes import PidFile, cmdline, descendants, is_alive, start_time
+from devsite.supervisor import SELF, Leftovers
+from tests.support.processes import PYTHON, ROOT
+
+#: A child that forks a grandchild into a process group of its own (as xrootd does with the
+#: xrdcp of a TPC copy), both sleeping.
+TREE = "import os, time\nif os.fork() == 0:\n    os.setpgid(0, 0)\ntime.sleep(300)\n"
+
+
+def _parent(tmp_path: Path, body: str) -> subprocess.Popen:
+    script = tmp_path / "parent.py"
+    script.write_text(
+        textwrap.dedent(
+            f"""\
+            import sys, time
+            from pathlib import Path
+            sys.path.insert(0, {str(ROOT)!r})
+            from devsite.processes import ManagedProcess
+            from devsite.xrootd_server import XRootDServer
+            tmp = Path({str(tmp_path)!r})
+            """
+        )
+        + textwrap.dedent(body)
+    )
+    return subprocess.Popen([PYTHON, str(script)], stdout=subprocess.PIPE, text=True, start_new_session=True)
+
+
+def _tree(pid: int, expected: int, timeout: float = 30.0) -> dict[int, int]:
+    """{pid: start time} of every process below ``pid``, once there are ``expected`` of them."""
+    deadline = time.monotonic() + timeout
+    while True:
+        tree = {p: start_time(p) for p in descendants(pid)}
+        if len(tree) >= expected or time.monotonic() > deadline:
+            return tree
+        time.sleep(0.1)
+
+
+def _gone_within(tree: dict[int, int], seconds: float) -> tuple[list[int], float]:
+    started = time.monotonic()
+    while True:
+        left = [pid for pid, started_at in tree.items() if is_alive(pid, started_at)]
+        if not left or time.monotonic() - started > seconds:
+            return left, time.monotonic() - started
+        time.sleep(0.05)
+
+
+def test_children_and_grandchildren_die_with_a_sigkilled_parent(tmp_path):
+    tmp_path.chmod(0o755)
+    parent = _parent(
+        tmp_path,
+        f"""\
+        tree = ManagedProcess("tree", [sys.executable, "-c", {TREE!r}], log_dir=tmp).start()
+        door = XRootDServer("pd", tmp / "data", workdir=tmp / "run").start()
+        print("ready", flush=True)
+        time.sleep(300)
+        """,
+    )
+    try:
+        assert parent.stdout.readline().strip() == "ready"
+        # tree + its grandchild, the door (as nobody), the group guard
+        tree = _tree(parent.pid, 4)
+        assert len(tree) == 4, tree
+        parent.kill()
+        parent.wait(timeout=10)
+        left, seconds = _gone_within(tree, 10)
+        assert not left, f"still alive {seconds:.1f} s after the parent's SIGKILL: {left}"
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+
+
+def test_a_benchmark_stuck_in_a_blocking_call_stops_its_worker_and_door_on_sigterm(tmp_path):
+    """The benchmark that "ignored SIGTERM": its main thread blocked in a call that retries
+    after EINTR. The benchmarks' harness stops the children from a helper thread."""
+    tmp_path.chmod(0o755)
+    parent = _parent(
+        tmp_path,
+        f"""\
+        import os
+        sys.path.insert(0, {str(ROOT / "benchmarks")!r})
+        import harness
+        harness.stop_children_on_signals()
+        tree = ManagedProcess("tree", [sys.executable, "-c", {TREE!r}], log_dir=tmp).start()
+        door = XRootDServer("stuck", tmp / "data", workdir=tmp / "run").start()
+        print("ready", flush=True)
+        read_end, write_end = os.pipe()
+        try:
+            os.read(read_end, 1)  # blocks forever, even through a handled signal
+        finally:
+            print("unwound", flush=True)
+        """,
+    )
+    try:
+        assert parent.stdout.readline().strip() == "ready"
+        tree = _tree(parent.pid, 4)
+        started = time.monotonic()
+        parent.send_signal(signal.SIGTERM)
+        parent.wait(timeout=15)
+        seconds = time.monotonic() - started
+        left, _ = _gone_within(tree, 10 - seconds)
+        assert not left, left
+        assert seconds < 10
+        assert parent.stdout.read().strip() == "unwound"  # the finally blocks ran
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+
+
+def test_leftovers_of_a_crashed_runsite_are_found_and_stopped_by_group(tmp_path):
+    pid_dir = tmp_path / "run"
+    # A "worker" that outlived its runsite: not our child's child any more, its own group,
+    # with a pool process in that group.
+    worker = subprocess.Popen([sys.executable, "-c", TREE], start_new_session=True)
+    stranger = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"], start_new_session=True)
+    try:
+        tree = _tree(worker.pid, 1)
+        PidFile.record(pid_dir / "worker.pid", "worker", worker.pid)
+        # A pid file whose pid now belongs to another process (another start time): left alone.
+        stale = {"name": "web", "pid": stranger.pid, "started": start_time(stranger.pid) - 1, "parent": 1}
+        (pid_dir / "web.pid").write_text(json.dumps({**stale, "argv": cmdline(stranger.pid)}))
+        dead = subprocess.Popen(["true"])
+        dead.wait()
+        (pid_dir / f"{SELF}.pid").write_text(
+            f'{{"name": "{SELF}", "pid": {dead.pid}, "started": 1, "argv": ["x"], "parent": 1}}\n'
+        )
+
+        leftovers = Leftovers.find(pid_dir)
+        assert not leftovers.supervisor_running
+        assert [r.name for r in leftovers.running] == ["worker"]
+        assert [r.name for r in leftovers.gone] == ["web"]
+        text = leftovers.describe()
+        assert f"An earlier runsite (pid {dead.pid}) did not stop cleanly and left worker (pid {worker.pid}, 2 " in text
+        leftovers.stop(grace=3.0)
+        worker.wait(timeout=5)
+        left, _ = _gone_within({worker.pid: None, **tree}, 5)
+        assert not left
+        assert stranger.poll() is None, "a process that merely reuses a recorded pid is not ours"
+        assert not list(pid_dir.glob("*.pid"))
+    finally:
+        for proc in (worker, stranger):
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+
+
+def test_runsite_refuses_a_port_held_by_something_else(tmp_path, settings):
+    settings.VAR_DIR = tmp_path
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        port = sock.getsockname()[1]
+        with pytest.raises(CommandError) as refused:
+            call_command("runsite", bind=f"127.0.0.1:{port}", no_demo=True)
+    message = str(refused.value)
+    assert f"port {port} (127.0.0.1:{port}) is in use by pid {os.getpid()} (" in message
+    assert "--bind" in message
+    assert not (tmp_path / "run" / f"{SELF}.pid").exists()
+
+
+def test_runsite_refuses_to_start_twice_on_one_var_dir(tmp_path, settings):
+    settings.VAR_DIR = tmp_path
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
+    try:
+        PidFile.record(tmp_path / "run" / f"{SELF}.pid", SELF, other.pid)
+        with pytest.raises(CommandError, match=rf"runsite is already running .* as pid {other.pid}; stop it first"):
+            call_command("runsite", bind="127.0.0.1:1", no_demo=True)
+        assert is_alive(other.pid)
+    finally:
+        other.kill()
+        other.wait()
