@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from campaigns.choices import ACTIVE_RUN_STATES, FINAL_RUN_STATES
 from campaigns.models import Run, Transfer
-from campaigns.results import analysis, comparison
+from campaigns.results import analysis, readers
 from campaigns.results.finalize import add
 from collectors.retention import roll_up_samples
 
@@ -34,7 +34,7 @@ def _age(days: int | None, default_days: int) -> timedelta | None:
 
 def freeze(run: Run, now: datetime) -> None:
     """Keep in the run's results what would otherwise be computed from rows retention deletes."""
-    add(run, "door_cpu_percent", comparison.door_cpu(run))
+    add(run, "door_cpu_percent", readers.door_cpu(run))
     add(run, f"series_{SERIES_BUCKET_SECONDS}s", analysis.throughput_series(run, SERIES_BUCKET_SECONDS))
     # Last: "archived" marks the run as frozen, so a pass cut short freezes it again next time.
     add(run, "archived", {"at": now.isoformat(), "transfers_deleted": 0})
