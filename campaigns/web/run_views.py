@@ -14,6 +14,7 @@ from campaigns import runs
 from campaigns.choices import ErrorCategory
 from campaigns.models import Run, Transfer
 from campaigns.results import charts, readers
+from campaigns.results.parameters import byte_budget
 from campaigns.spec import RunSpec
 from campaigns.web.filters import TransferFilter
 
@@ -55,6 +56,7 @@ class RunDetailView(DetailView):
         context["transfer_filter"] = TransferFilter(queryset=Transfer.objects.none())
         # A live run shows its progress and charts; its result tables come when it ends.
         context["result"] = readers.stored(self.object)
+        context["byte_budget"] = byte_budget(self.object)
         return context
 
 
