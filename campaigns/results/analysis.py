@@ -75,10 +75,6 @@ class Aggregate:
             if finished is not None and (self.last_end is None or finished > self.last_end):
                 self.last_end = finished
 
-    @property
-    def window(self) -> float:
-        return active_window(self.first_start, self.last_end, self.excluded)
-
     def as_dict(self) -> dict:
         self.durations.sort()
         self.latencies.sort()
