@@ -5,10 +5,11 @@
   at the last step" and the knee lies beyond the sweep.
 - Saturation: for each step's window and each host of the run's endpoints, the mean of the
   collectors' samples: CPU of all cores, CPU of each watched daemon against the cores it may
-  use (taskset, cpusets), each interface against the host's link speed, each disk's busy
-  time, memory used; beside them the step's share of requests that failed the way overloaded
-  doors fail (checksum timeouts, HTTP 5xx). The bottleneck is the first resource to reach
-  90 % at or before the knee (the highest one, if several reach it in the same step).
+  use (taskset, cpusets, or its cgroup's CPU quota when that is less), each interface against
+  the host's link speed, each disk's busy time, memory used; beside them the step's share of
+  requests that failed the way overloaded doors fail (checksum timeouts, HTTP 5xx). The
+  bottleneck is the first resource to reach 90 % at or before the knee (the highest one, if
+  several reach it in the same step).
 - Capacity: per-door throughput at the knee, and how many such doors a target rate needs.
 
 Everything is computed from rows already stored (transfers, steps, samples), so a verdict can
@@ -45,6 +46,7 @@ _METRICS = (
     "cpu.percent",
     "proc.cpu_percent",
     "proc.cpus_allowed",
+    "proc.cpu_quota_cores",
     "proc.cores_busy_percent",
     "net.rx_bps",
     "net.tx_bps",
@@ -134,7 +136,9 @@ def readings(host: Host, means: dict[tuple[str, str], float]) -> list[Reading]:
                 # them: a daemon confined to a core that others also load is starved as well.
                 own = value / (100 * cores)
                 busy = means.get(("proc.cores_busy_percent", label))
-                detail = f"{value:.0f} % of {cores:g} core(s)"
+                detail = f"{value:.0f} % of {cores:.3g} core(s)"
+                if means.get(("proc.cpu_quota_cores", label)):
+                    detail += " (its cgroup's CPU quota)"
                 if busy is not None:
                     detail += f"; those cores {busy:.0f} % busy"
                 out.append(Reading(door, "daemon_cpu", label, max(own, (busy or 0) / 100), detail))

@@ -178,6 +178,18 @@ def test_a_confined_daemon_whose_core_others_keep_busy_is_cpu_bound(door):
     assert b["value"] == pytest.approx(0.98) and "61 % of 1 core(s); those cores 98 % busy" in b["detail"]
 
 
+def test_a_daemon_under_a_cgroup_cpu_quota_is_judged_against_its_quota(door):
+    run, summary = _run(door, [1, 2], [100e6, 101e6])
+    for step in range(2):
+        _samples(door, step, "proc.cpu_percent", [33, 33], "xrootd")  # a third of one core...
+        _samples(door, step, "proc.cpus_allowed", [1 / 3, 1 / 3], "xrootd")  # ...all its quota allows
+        _samples(door, step, "proc.cpu_quota_cores", [1 / 3, 1 / 3], "xrootd")
+        _samples(door, step, "cpu.percent", [20, 20])
+    b = verdicts.run_verdict(run, summary, T0 + timedelta(seconds=20))["bottleneck"]
+    assert (b["resource"], b["label"], b["concurrency"]) == ("daemon_cpu", "xrootd", 1)
+    assert b["value"] == pytest.approx(0.99) and b["detail"] == "33 % of 0.333 core(s) (its cgroup's CPU quota)"
+
+
 def test_between_equal_readings_the_daemon_is_named_rather_than_the_machine(door):
     run, summary = _run(door, [1, 2], [100e6, 100e6])
     _samples(door, 0, "cpu.percent", [100, 100])
