@@ -21,10 +21,10 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from dataclasses import asdict, dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db.models import Avg, Count
+from django.db.models import Avg, Count, Q
 from django.utils import timezone
 
 from campaigns.models import Run, RunStep
@@ -178,13 +178,18 @@ def saturation(run: Run, summary: dict, end: datetime) -> tuple[list[dict], dict
     for step, stop in windows:
         # Averaged by the database, one query a step: a weeks-long run of many hosts has
         # millions of samples, and the (host, metric, time) index serves exactly this.
-        # A sample stamped t covers the interval before t: it belongs to the step it ends in.
+        # A sample stamped t covers the interval before t: it belongs to the step it ends in,
+        # and the first one of a step also covers time before the step began (the idle door
+        # before a run's first step), so it is left out when the step holds another one.
         means: dict[int, dict[tuple[str, str], float]] = defaultdict(dict)
         if hosts:
+            within = Q()
+            for host in hosts:
+                interval = timedelta(seconds=host.sample_interval)
+                begin = step.started_at + interval if stop - step.started_at >= 2 * interval else step.started_at
+                within |= Q(host=host, time__gte=begin)
             rows = (
-                MetricSample.objects.filter(
-                    host__in=hosts, metric__in=_METRICS, time__gt=step.started_at, time__lte=stop
-                )
+                MetricSample.objects.filter(within, metric__in=_METRICS, time__gt=step.started_at, time__lte=stop)
                 .values_list("host_id", "metric", "label")
                 .annotate(mean=Avg("value"), n=Count("id"))
                 .order_by()

@@ -53,7 +53,7 @@ def test_degenerate_curves():
 # -- saturation on hand-built samples ---------------------------------------------------------
 @pytest.fixture
 def door(db) -> Host:
-    return Host.objects.create(name="door-a", link_speed_bps=10_000_000_000)
+    return Host.objects.create(name="door-a", link_speed_bps=10_000_000_000, sample_interval=1)
 
 
 def _run(door: Host, concurrencies: list[int], throughputs: list[float], **fields):
@@ -188,6 +188,24 @@ def test_a_daemon_under_a_cgroup_cpu_quota_is_judged_against_its_quota(door):
     b = verdicts.run_verdict(run, summary, T0 + timedelta(seconds=20))["bottleneck"]
     assert (b["resource"], b["label"], b["concurrency"]) == ("daemon_cpu", "xrootd", 1)
     assert b["value"] == pytest.approx(0.99) and b["detail"] == "33 % of 0.333 core(s) (its cgroup's CPU quota)"
+
+
+def test_the_sample_that_began_before_a_step_is_not_counted_in_it(door):
+    door.sample_interval = 3
+    door.save()
+    run, summary = _run(door, [1, 2], [100e6, 100e6])
+    # Stamped 2 s into the step, the first sample covers a second before it: the door idle.
+    _samples(door, 0, "proc.cpu_percent", [40, 99, 99], "xrootd")
+    _samples(door, 0, "proc.cpus_allowed", [1, 1, 1], "xrootd")
+    b = verdicts.run_verdict(run, summary, T0 + timedelta(seconds=20))["bottleneck"]
+    assert (b["value"], b["concurrency"]) == (pytest.approx(0.99), 1)
+    # Steps shorter than two intervals would keep too few samples: they keep them all.
+    door.sample_interval = 6
+    door.save()
+    verdict = verdicts.run_verdict(run, summary, T0 + timedelta(seconds=20))
+    assert verdict["bottleneck"] is None
+    [reading] = [r for r in verdict["saturation"][0]["readings"] if r["resource"] == "daemon_cpu"]
+    assert reading["value"] == pytest.approx((40 + 99 + 99) / 300)
 
 
 def test_between_equal_readings_the_daemon_is_named_rather_than_the_machine(door):
