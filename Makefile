@@ -1,8 +1,9 @@
 # The two set-up commands of the README, and the short helpers around them.
 PY := .venv/bin/python
 export GFAL_PYTHONBIN := /usr/bin/python3
+STRESS_SECONDS ?= 3600
 
-.PHONY: run test lint check bench
+.PHONY: run test test-stress lint check bench
 
 # runsite stops everything it started on Ctrl-C, SIGTERM, SIGHUP and when make itself is killed;
 # its children die with it even when it is SIGKILLed.
@@ -13,6 +14,9 @@ run:  ## the dashboard, a worker, beat and a demo site with two real XRootD serv
 test:  ## the whole test suite (DATABASE_URL / CELERY_BROKER_URL are used when set)
 	bash scripts/bootstrap.sh test
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+test-stress:  ## make test beside one busy process per core, which stop with it (or after STRESS_SECONDS)
+	python3 scripts/stress.py --seconds $(STRESS_SECONDS) -- $(MAKE) test
 
 lint:
 	.venv/bin/ruff check .

@@ -82,7 +82,16 @@ class Sampler:
             allowed = set().union(*(procfs.cpu_affinity(s.pid) or set() for s in stats))
             if allowed:
                 current.affinity[state.name] = allowed
-                add("proc.cpus_allowed", len(allowed), state.name)
+                # A CFS quota (a container's CPU limit) caps it at quota/period cores however
+                # many it may run on; processes sharing a cgroup share its quota.
+                quotas = [procfs.cpu_quota(s.pid) for s in stats]
+                cores: float = len(allowed)
+                if quotas and all(quotas):
+                    quota = sum(dict(q for q in quotas if q).values())
+                    if quota < cores:
+                        cores = quota
+                        add("proc.cpu_quota_cores", quota, state.name)
+                add("proc.cpus_allowed", cores, state.name)
 
         prev = self.previous
         self.previous = current

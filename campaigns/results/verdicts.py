@@ -5,10 +5,11 @@
   at the last step" and the knee lies beyond the sweep.
 - Saturation: for each step's window and each host of the run's endpoints, the mean of the
   collectors' samples: CPU of all cores, CPU of each watched daemon against the cores it may
-  use (taskset, cpusets), each interface against the host's link speed, each disk's busy
-  time, memory used; beside them the step's share of requests that failed the way overloaded
-  doors fail (checksum timeouts, HTTP 5xx). The bottleneck is the first resource to reach
-  90 % at or before the knee (the highest one, if several reach it in the same step).
+  use (taskset, cpusets, or its cgroup's CPU quota when that is less), each interface against
+  the host's link speed, each disk's busy time, memory used; beside them the step's share of
+  requests that failed the way overloaded doors fail (checksum timeouts, HTTP 5xx). The
+  bottleneck is the first resource to reach 90 % at or before the knee (the highest one, if
+  several reach it in the same step).
 - Capacity: per-door throughput at the knee, and how many such doors a target rate needs.
 
 Everything is computed from rows already stored (transfers, steps, samples), so a verdict can
@@ -20,10 +21,10 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from dataclasses import asdict, dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db.models import Avg, Count
+from django.db.models import Avg, Count, Q
 from django.utils import timezone
 
 from campaigns.models import Run, RunStep
@@ -47,6 +48,7 @@ _METRICS = (
     "cpu.percent",
     "proc.cpu_percent",
     "proc.cpus_allowed",
+    "proc.cpu_quota_cores",
     "proc.cores_busy_percent",
     "net.rx_bps",
     "net.tx_bps",
@@ -127,7 +129,9 @@ def readings(host: Host, means: dict[tuple[str, str], float]) -> list[Reading]:
                 # them: a daemon confined to a core that others also load is starved as well.
                 own = value / (100 * cores)
                 busy = means.get(("proc.cores_busy_percent", label))
-                detail = f"{value:.0f} % of {cores:g} core(s)"
+                detail = f"{value:.0f} % of {cores:.3g} core(s)"
+                if means.get(("proc.cpu_quota_cores", label)):
+                    detail += " (its cgroup's CPU quota)"
                 if busy is not None:
                     detail += f"; those cores {busy:.0f} % busy"
                 out.append(Reading(door, "daemon_cpu", label, max(own, (busy or 0) / 100), detail))
@@ -168,13 +172,18 @@ def saturation(run: Run, summary: dict, end: datetime) -> tuple[list[dict], dict
     for step, stop in windows:
         # Averaged by the database, one query a step: a weeks-long run of many hosts has
         # millions of samples, and the (host, metric, time) index serves exactly this.
-        # A sample stamped t covers the interval before t: it belongs to the step it ends in.
+        # A sample stamped t covers the interval before t: it belongs to the step it ends in,
+        # and the first one of a step also covers time before the step began (the idle door
+        # before a run's first step), so it is left out when the step holds another one.
         means: dict[int, dict[tuple[str, str], float]] = defaultdict(dict)
         if hosts:
+            within = Q()
+            for host in hosts:
+                interval = timedelta(seconds=host.sample_interval)
+                begin = step.started_at + interval if stop - step.started_at >= 2 * interval else step.started_at
+                within |= Q(host=host, time__gte=begin)
             rows = (
-                MetricSample.objects.filter(
-                    host__in=hosts, metric__in=_METRICS, time__gt=step.started_at, time__lte=stop
-                )
+                MetricSample.objects.filter(within, metric__in=_METRICS, time__gt=step.started_at, time__lte=stop)
                 .values_list("host_id", "metric", "label")
                 .annotate(mean=Avg("value"), n=Count("id"))
                 .order_by()

@@ -123,6 +123,85 @@ def cpu_affinity(pid: int) -> set[int] | None:
         return None
 
 
+def _cpu_controller_mounts() -> list[tuple[str, str, bool]]:
+    """(mount point, root inside the hierarchy, is cgroup v2) of each mount with the cpu controller."""
+    found = []
+    try:
+        lines = (PROC / "self" / "mountinfo").read_text().splitlines()
+    except OSError:
+        return found
+    for line in lines:
+        left, _, right = line.partition(" - ")
+        fields, tail = left.split(), right.split()
+        if len(fields) < 5 or len(tail) < 3:
+            continue
+        if tail[0] == "cgroup" and "cpu" in tail[2].split(","):
+            found.append((fields[4], fields[3], False))
+        elif tail[0] == "cgroup2":
+            found.append((fields[4], fields[3], True))
+    return found
+
+
+def _cgroup_of(pid: int) -> dict[bool, str]:
+    """{is v2: path} of a process' cpu cgroup, from /proc/<pid>/cgroup."""
+    paths: dict[bool, str] = {}
+    try:
+        lines = (PROC / str(pid) / "cgroup").read_text().splitlines()
+    except OSError:
+        return paths
+    for line in lines:
+        hierarchy, _, rest = line.partition(":")
+        controllers, _, path = rest.partition(":")
+        if hierarchy == "0" and not controllers:
+            paths[True] = path
+        elif "cpu" in controllers.split(","):
+            paths[False] = path
+    return paths
+
+
+def _quota_at(directory: Path, v2: bool) -> float | None:
+    try:
+        if v2:
+            quota, period = (directory / "cpu.max").read_text().split()[:2]
+            return None if quota == "max" else int(quota) / int(period)
+        quota = int((directory / "cpu.cfs_quota_us").read_text())
+        period = int((directory / "cpu.cfs_period_us").read_text())
+    except (OSError, ValueError):
+        return None
+    return quota / period if quota > 0 and period > 0 else None
+
+
+def cpu_quota(pid: int) -> tuple[str, float] | None:
+    """(cgroup, cores) when a CFS quota limits a process' CPU time, else None.
+
+    A door in a container or a cgroup with cpu.cfs_quota_us (v1) or cpu.max (v2) saturates at
+    quota/period of one core however many cores it may run on; the tightest quota of its
+    cgroup and the cgroup's ancestors is the one that binds.
+    """
+    paths = _cgroup_of(pid)
+    # A hybrid host lists a cgroup2 mount without the cpu controller: v1's cpu wins when present.
+    for mount, root, v2 in sorted(_cpu_controller_mounts(), key=lambda m: m[2]):
+        path = paths.get(v2)
+        if path is None:
+            continue
+        # Outside a cgroup namespace the process' path starts with the mount's own root.
+        if root != "/" and (path == root or path.startswith(root + "/")):
+            path = path[len(root) :]
+        directory = Path(mount, path.lstrip("/"))
+        if not directory.is_dir():
+            continue
+        limits = []
+        current = directory
+        while True:
+            if (limit := _quota_at(current, v2)) is not None:
+                limits.append(limit)
+            if current == Path(mount) or current.parent == current:
+                break
+            current = current.parent
+        return (path, min(limits)) if limits else None
+    return None
+
+
 def per_cpu_times() -> dict[int, CpuTimes]:
     """The "cpuN" lines of /proc/stat: each core's busy and total seconds."""
     result = {}

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import time
 
 from collectors.models import MetricSample
 from collectors.probes import procfs
 from collectors.sampling import HostCollector
+from tests.support.cgroups import cpu_cgroup
 
 
 def _values(host, metric):
@@ -59,3 +61,20 @@ def test_proc_stat_parses_a_comm_with_spaces_and_parentheses():
     stat = procfs.proc_stat(os.getpid())
     assert stat is not None and stat.pid == os.getpid() and stat.cpu_seconds >= 0 and stat.rss_bytes > 0
     assert procfs.proc_stat(2**22 + 12345) is None
+
+
+def test_a_process_under_a_cgroup_cpu_quota_may_use_only_that_share_of_a_core(make_host, tmp_path):
+    sleeper = subprocess.Popen(["sleep", "60"])
+    try:
+        with cpu_cgroup("quota", quota_cores=0.25) as group:
+            group.add(sleeper.pid)
+            assert procfs.cpu_quota(sleeper.pid) == ("/" + group.path.name, 0.25)
+            pidfile = tmp_path / "sleep.pid"
+            pidfile.write_text(f"{sleeper.pid}\n")
+            host = make_host(watched_services=[{"name": "sleep", "pidfile": str(pidfile)}])
+            HostCollector(host).tick()
+            assert _values(host, "proc.cpus_allowed") == [0.25]
+            assert _values(host, "proc.cpu_quota_cores") == [0.25]
+    finally:
+        sleeper.kill()
+        sleeper.wait()

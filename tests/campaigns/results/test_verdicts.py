@@ -54,7 +54,7 @@ def test_degenerate_curves():
 # -- saturation on hand-built samples ---------------------------------------------------------
 @pytest.fixture
 def door(db) -> Host:
-    return Host.objects.create(name="door-a", link_speed_bps=10_000_000_000)
+    return Host.objects.create(name="door-a", link_speed_bps=10_000_000_000, sample_interval=1)
 
 
 def _run(door: Host, concurrencies: list[int], throughputs: list[float], **fields):
@@ -184,6 +184,36 @@ def test_a_confined_daemon_whose_core_others_keep_busy_is_cpu_bound(door):
     b = verdict["bottleneck"]
     assert (b["resource"], b["label"], b["concurrency"]) == ("daemon_cpu", "xrootd", 1)
     assert b["value"] == pytest.approx(0.98) and "61 % of 1 core(s); those cores 98 % busy" in b["detail"]
+
+
+def test_a_daemon_under_a_cgroup_cpu_quota_is_judged_against_its_quota(door):
+    run, summary = _run(door, [1, 2], [100e6, 101e6])
+    for step in range(2):
+        _samples(door, step, "proc.cpu_percent", [33, 33], "xrootd")  # a third of one core...
+        _samples(door, step, "proc.cpus_allowed", [1 / 3, 1 / 3], "xrootd")  # ...all its quota allows
+        _samples(door, step, "proc.cpu_quota_cores", [1 / 3, 1 / 3], "xrootd")
+        _samples(door, step, "cpu.percent", [20, 20])
+    b = verdicts.run_verdict(run, summary, T0 + timedelta(seconds=20))["bottleneck"]
+    assert (b["resource"], b["label"], b["concurrency"]) == ("daemon_cpu", "xrootd", 1)
+    assert b["value"] == pytest.approx(0.99) and b["detail"] == "33 % of 0.333 core(s) (its cgroup's CPU quota)"
+
+
+def test_the_sample_that_began_before_a_step_is_not_counted_in_it(door):
+    door.sample_interval = 3
+    door.save()
+    run, summary = _run(door, [1, 2], [100e6, 100e6])
+    # Stamped 2 s into the step, the first sample covers a second before it: the door idle.
+    _samples(door, 0, "proc.cpu_percent", [40, 99, 99], "xrootd")
+    _samples(door, 0, "proc.cpus_allowed", [1, 1, 1], "xrootd")
+    b = verdicts.run_verdict(run, summary, T0 + timedelta(seconds=20))["bottleneck"]
+    assert (b["value"], b["concurrency"]) == (pytest.approx(0.99), 1)
+    # Steps shorter than two intervals would keep too few samples: they keep them all.
+    door.sample_interval = 6
+    door.save()
+    verdict = verdicts.run_verdict(run, summary, T0 + timedelta(seconds=20))
+    assert verdict["bottleneck"] is None
+    [reading] = [r for r in verdict["saturation"][0]["readings"] if r["resource"] == "daemon_cpu"]
+    assert reading["value"] == pytest.approx((40 + 99 + 99) / 300)
 
 
 def test_between_equal_readings_the_daemon_is_named_rather_than_the_machine(door):

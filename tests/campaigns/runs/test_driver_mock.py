@@ -8,15 +8,18 @@ import time
 from datetime import timedelta
 
 import pytest
+from django.conf import settings
 
 from campaigns import runs
 from campaigns.choices import RunState
 from campaigns.models import Run, Transfer
 from campaigns.runs.lifecycle import RunDriver
+from campaigns.runs.loop import CONTROL_SECONDS
 from tests.support.factories import mock_campaign
 from tests.support.runs import drive
 
 pytestmark = pytest.mark.django_db(transaction=True)
+POLL = 0.25  # seconds between the live-progress test's looks at the run
 
 
 def final_states(run: Run) -> dict[str, int]:
@@ -117,17 +120,20 @@ def test_cancel_aborts_in_flight_copies_after_the_grace_time():
     deadline = time.monotonic() + 20
     while Run.objects.get(pk=run.pk).active_transfers < 5 and time.monotonic() < deadline:
         time.sleep(0.2)
-    started = time.monotonic()
     assert runs.request_cancel(Run.objects.get(pk=run.pk))
     thread.join(timeout=30)
     assert not thread.is_alive()
-    assert time.monotonic() - started < 10, "cancel must not wait for 30 s copies"
     run.refresh_from_db()
     assert run.state == RunState.CANCELLED
     states = final_states(run)
     assert states.get("cancelled") == 50, states
     aborted = Transfer.objects.filter(run=run, attempt=1)
     assert aborted.count() == 5 and all(t.error_category == "cancelled" for t in aborted)
+    # Measured against the copies themselves, not against a wall-clock budget a busy machine
+    # may overrun: the run ended before the first aborted copy would have finished on its own.
+    would_finish = min(t.started_at for t in aborted) + timedelta(seconds=30)
+    assert run.finished_at < would_finish, "cancel must not wait for 30 s copies"
+    assert all(t.finished_at < would_finish for t in aborted)
 
 
 def test_a_second_driver_does_not_steal_a_live_run():
@@ -166,19 +172,25 @@ def test_live_progress_is_persisted_every_two_seconds():
     run = runs.create_run(campaign, trigger="command")
     thread = threading.Thread(target=RunDriver(run.pk).drive)
     thread.start()
-    seen = []
+    seen, polls = [], []
     try:
         deadline = time.monotonic() + 30
         while thread.is_alive() and time.monotonic() < deadline:
+            polls.append(time.monotonic())
             live = Run.objects.get(pk=run.pk)
             if live.state == RunState.RUNNING and live.progress_at:
                 seen.append((time.monotonic(), live.progress_at, live))
-            time.sleep(0.25)
+            time.sleep(POLL)
     finally:
         thread.join(timeout=30)
     stamps = sorted({p for _, p, _ in seen})
     assert len(stamps) >= 2
-    assert max((b - a).total_seconds() for a, b in itertools.pairwise(stamps)) <= 2.6
+    # The driver persists within CONTROL_SECONDS after every PROGRESS_SECONDS, plus whatever a
+    # busy machine delays this process by; the observer's late polls measure that delay (and a
+    # late poll is also how a stamp goes unseen), so the margin is measured, not assumed.
+    delay = max(max(b - a for a, b in itertools.pairwise(polls)) - POLL, 0.0)
+    bound = settings.STORAGEOPS_PROGRESS_SECONDS + CONTROL_SECONDS + delay + 0.1
+    assert max((b - a).total_seconds() for a, b in itertools.pairwise(stamps)) <= bound, (stamps, delay)
     mid = [r for _, _, r in seen if 0 < r.files_done < 60]
     assert mid, "progress must be visible while the run is going"
     sample = mid[-1]
