@@ -27,6 +27,10 @@ log = logging.getLogger(__name__)
 FLUSH_ROWS = 1000
 FLUSH_SECONDS = 0.25
 IDLE_WAIT = 0.01  # an idle loop waits this long for a result rather than spinning
+# A copy's deadline is the campaign's timeout and this much: gfal2 gets the first chance to
+# time out by itself (and say why); StorageOps cancels it a little later whatever it does.
+DEADLINE_GRACE = 3.0
+DEADLINE_CHECK_SECONDS = 0.5
 
 
 def build_copier(snapshot: dict) -> Gfal2Copier:
@@ -48,7 +52,8 @@ class CopyPoolExecutor:
         self.run_id = run.pk
         self.retries = RunSpec.of(run).retries
         self.executor_id = executor_id
-        self.pool = CopyPool(copier)
+        self.pool = CopyPool(copier, deadline=RunSpec.of(run).timeout + DEADLINE_GRACE)
+        self.last_deadline_check = 0.0
         self.pending: list[CopyResult] = []
         self.last_flush = 0.0
         self.concurrency = 0
@@ -90,6 +95,9 @@ class CopyPoolExecutor:
     def collect(self, now: float, *, idle: bool, stopping: bool) -> Collected:
         # Wait a little only when the last round did nothing: a loop that spins would take
         # the interpreter lock from the copy threads it feeds.
+        if now - self.last_deadline_check >= DEADLINE_CHECK_SECONDS:
+            self.last_deadline_check = now
+            self.pool.enforce_deadlines()
         got = self.pool.collect(IDLE_WAIT if idle else 0.0)
         out = Collected()
         for r in got:
