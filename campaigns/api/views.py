@@ -23,7 +23,7 @@ from campaigns.api.serializers import (
     TransferSerializer,
 )
 from campaigns.models import Backend, Campaign, CampaignSchedule, Endpoint, FtsInstance, Run, Transfer
-from campaigns.results import comparison, exports, verdicts
+from campaigns.results import comparison, exports, readers
 from campaigns.runs import scheduling
 from campaigns.web.filters import TransferFilter
 from storageops.api.auth import RolePermission
@@ -145,7 +145,7 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
     def verdict(self, request, pk=None):
         """Knee, saturation per step and door, bottleneck and capacity, computed now from the
         rows (a live run's so far; a finished run's with the hosts' current link speeds)."""
-        return Response(verdicts.verdict_for(self.get_object()))
+        return Response(readers.verdict(self.get_object(), recompute=True))
 
     @extend_schema(responses={(200, "text/csv"): OpenApiTypes.STR})
     @action(detail=True, methods=["get"], url_path="steps-csv")

@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 
 from campaigns.choices import TransferState
 from campaigns.models import Endpoint, Run, Transfer
+from campaigns.spec import RunSpec
 
 _FIELDS = (
     "step",
@@ -74,27 +75,12 @@ class Aggregate:
             if finished is not None and (self.last_end is None or finished > self.last_end):
                 self.last_end = finished
 
-    @property
-    def window(self) -> float:
-        if self.first_start is None or self.last_end is None:
-            return 0.0
-        span = (self.last_end - self.first_start).total_seconds()
-        cut = sum(_overlap(self.first_start, self.last_end, lo, hi) for lo, hi in self.excluded)
-        return max(span - cut, 0.0)
-
     def as_dict(self) -> dict:
         self.durations.sort()
         self.latencies.sort()
-        attempted = self.ok + self.failed
-        window = self.window
         return {
-            "files_ok": self.ok,
-            "files_failed": self.failed,
+            **figures(self.ok, self.failed, self.bytes, self.first_start, self.last_end, self.excluded),
             "files_skipped": self.skipped,
-            "bytes": self.bytes,
-            "window_seconds": round(window, 3),
-            "throughput_bps": (self.bytes / window) if window > 0 else None,
-            "success_rate": (self.ok / attempted) if attempted else None,
             "duration_p50": percentile(self.durations, 50),
             "duration_p95": percentile(self.durations, 95),
             "latency_p50": percentile(self.latencies, 50),
@@ -103,6 +89,41 @@ class Aggregate:
             "start": self.first_start.isoformat() if self.first_start else None,
             "end": self.last_end.isoformat() if self.last_end else None,
         }
+
+
+def active_window(
+    first: datetime | None, last: datetime | None, excluded: Iterable[tuple[datetime, datetime]] = ()
+) -> float:
+    """Seconds from the first start to the last end, less the excluded intervals inside."""
+    if first is None or last is None:
+        return 0.0
+    cut = sum(_overlap(first, last, lo, hi) for lo, hi in excluded)
+    return max((last - first).total_seconds() - cut, 0.0)
+
+
+def figures(
+    ok: int,
+    failed: int,
+    moved: int | None,
+    first: datetime | None,
+    last: datetime | None,
+    excluded: Iterable[tuple[datetime, datetime]] = (),
+) -> dict:
+    """Counts, bytes, active window, throughput and success rate of a set of copies.
+
+    The one throughput formula: the bytes of the successful copies over their active window.
+    Every table (run summary, live steps, trimmed comparisons) builds its rows with this.
+    """
+    window = active_window(first, last, excluded)
+    attempted = ok + failed
+    return {
+        "files_ok": ok,
+        "files_failed": failed,
+        "bytes": moved or 0,
+        "window_seconds": round(window, 3),
+        "throughput_bps": (moved or 0) / window if window > 0 else None,
+        "success_rate": ok / attempted if attempted else None,
+    }
 
 
 def _overlap(start: datetime, end: datetime, lo: datetime, hi: datetime) -> float:
@@ -149,12 +170,10 @@ def run_summary(run: Run, exclude: list[tuple[datetime, datetime]] | None = None
             steps[step].add(*values)
         by_destination[dst].add(*values)
         by_source[src].add(*values)
-    concurrency = {s.index: s.concurrency for s in run.steps.all()}
+    spec = RunSpec.of(run)
     endpoint_names = dict(Endpoint.objects.filter(pk__in={*by_source, *by_destination}).values_list("pk", "name"))
     doors = door_names({*by_source, *by_destination})
-    mode = (run.snapshot.get("parameters") or {}).get("tpc_mode", "auto")
-    # The door that does the work: the destination pulls (the default), the source pushes.
-    working_side = by_source if mode == "push" else by_destination
+    working_side = by_source if spec.door_side == "source" else by_destination
     per_door: dict[str, Aggregate] = defaultdict(new)
     for endpoint_id, agg in working_side.items():
         door = per_door[doors.get(endpoint_id, str(endpoint_id))]
@@ -162,12 +181,13 @@ def run_summary(run: Run, exclude: list[tuple[datetime, datetime]] | None = None
     summary = {
         "total": total.as_dict(),
         "steps": [
-            {"step": index, "concurrency": concurrency.get(index), **steps[index].as_dict()} for index in sorted(steps)
+            {"step": index, "concurrency": spec.concurrency_of(index), **steps[index].as_dict()}
+            for index in sorted(steps)
         ],
         "destinations": {endpoint_names.get(k, str(k)): v.as_dict() for k, v in by_destination.items()},
         "sources": {endpoint_names.get(k, str(k)): v.as_dict() for k, v in by_source.items()},
         "doors": {name: agg.as_dict() for name, agg in sorted(per_door.items())},
-        "door_side": "source" if mode == "push" else "destination",
+        "door_side": spec.door_side,
     }
     if exclude:
         summary["left_out"] = {
@@ -219,8 +239,9 @@ def throughput_series(run: Run, bucket_seconds: int = 10) -> list[dict]:
     ]
 
 
-def rolling_average(values: Iterable[float], n: int = 50) -> list[float]:
-    """Rolling mean over the last n values (FZU's view: the average over 50 transfers)."""
+def rolling_mean(values: Iterable[float], n: int) -> list[float]:
+    """Each value averaged with the up to n - 1 values before it: over a series of time
+    buckets (the timeline's), a mean over n buckets, not over a number of transfers."""
     window: deque[float] = deque()
     total = 0.0
     out = []

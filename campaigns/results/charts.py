@@ -1,5 +1,6 @@
-"""What the run page's charts read: time series, steps, the error mix, a duration-vs-size
-sample, the doors' host metrics and the events to draw on them.
+"""What the run page's charts read: the timeline, the error mix, a duration-vs-size sample,
+the doors' host metrics and the events to draw on them (the steps and the choice between a
+stored and a computed timeline are readers').
 
 Every figure comes from aggregate SQL or from what was stored when the run ended (RunStep,
 Run.summary, RunChart): a page of a million-transfer run never walks its rows in Python.
@@ -9,22 +10,21 @@ Times are epoch milliseconds, what Chart.js' time axis takes as it is.
 from __future__ import annotations
 
 from collections import defaultdict
-from datetime import datetime, timedelta
+from datetime import timedelta
 
-from django.core.cache import cache
 from django.db import connection, transaction
-from django.db.models import Count, Max, Min, Q, Sum
-from django.utils import timezone
+from django.db.models import Count, Min
 
 from campaigns.choices import TransferState
 from campaigns.models import Run, RunChart, Transfer
 from campaigns.results import analysis, disturbance
+from campaigns.results.scope import run_scope, run_window
+from campaigns.spec import RunSpec
 from collectors.choices import DISTURBING_KINDS
 from collectors.metric_series import host_series
 from storageops.buckets import bucket_seconds
 
 ROLLING_BUCKETS = 5
-LIVE_SHARE_SECONDS = 10
 SCATTER_POINTS = 1500
 
 # Each copy's bytes are spread evenly over its own duration, and its busy time over the
@@ -50,21 +50,9 @@ GROUP BY door, k
 """
 
 
-def door_side(run: Run) -> str:
-    """The side whose door does the work: the destination pulls (the default), the source pushes."""
-    mode = (run.snapshot.get("parameters") or {}).get("tpc_mode", "auto")
-    return "source" if mode == "push" else "destination"
-
-
-def _window(run: Run) -> tuple[datetime, datetime] | None:
-    if not run.started_at:
-        return None
-    return run.started_at, run.finished_at or timezone.now()
-
-
 def timeline_rows(run: Run, width: int) -> list[tuple[int, int, float, float, int]]:
     """(door endpoint id, bucket, bytes, busy seconds, failures) per door and bucket."""
-    door = f"{door_side(run)}_endpoint_id"
+    door = f"{RunSpec.of(run).door_side}_endpoint_id"
     if connection.vendor == "postgresql":
         with transaction.atomic(), connection.cursor() as cursor:
             # generate_series with row-dependent bounds is estimated at 1,000 rows a copy, so
@@ -79,11 +67,12 @@ def timeline_rows(run: Run, width: int) -> list[tuple[int, int, float, float, in
 def timeline_rows_python(run: Run, width: int) -> list[tuple[int, int, float, float, int]]:
     """The same figures row by row: for SQLite, and the reference the SQL is tested against."""
     acc: dict[tuple[int, int], list[float]] = defaultdict(lambda: [0.0, 0.0, 0])
+    door_field = f"{RunSpec.of(run).door_side}_endpoint_id"
     rows = (
         Transfer.objects.filter(run=run, state__in=[TransferState.SUCCEEDED, TransferState.FAILED])
         .exclude(started_at=None)
         .exclude(finished_at=None)
-        .values_list(f"{door_side(run)}_endpoint_id", "state", "bytes_transferred", "started_at", "finished_at")
+        .values_list(door_field, "state", "bytes_transferred", "started_at", "finished_at")
     )
     for door, state, moved, started, finished in rows.iterator(chunk_size=20000):
         s, e = started.timestamp(), finished.timestamp()
@@ -102,7 +91,7 @@ def timeline_rows_python(run: Run, width: int) -> list[tuple[int, int, float, fl
 def compute_timeline(run: Run) -> dict:
     """Throughput per door and in total (with its rolling mean), copies in flight and
     failures, on one time axis of round buckets."""
-    window = _window(run)
+    window = run_window(run)
     if window is None:
         return {"bucket_seconds": None, "times": [], "doors": {}, "total": [], "rolling": [], "active": []}
     width = bucket_seconds((window[1] - window[0]).total_seconds())
@@ -122,11 +111,11 @@ def compute_timeline(run: Run) -> dict:
         failures[i] += failed
     return {
         "bucket_seconds": width,
-        "door_side": door_side(run),
+        "door_side": RunSpec.of(run).door_side,
         "times": [(first + i + 0.5) * width * 1000 for i in range(count)],
         "doors": dict(sorted(doors.items())),
         "total": total,
-        "rolling": analysis.rolling_average(total, ROLLING_BUCKETS),
+        "rolling": analysis.rolling_mean(total, ROLLING_BUCKETS),
         "rolling_buckets": ROLLING_BUCKETS,
         "active": active,
         "failures": failures,
@@ -137,71 +126,6 @@ def store_timeline(run: Run) -> RunChart:
     """Computed once when a run ends (the driver calls this), read by every later view."""
     chart, _ = RunChart.objects.update_or_create(run=run, defaults={"data": compute_timeline(run)})
     return chart
-
-
-def timeline(run: Run) -> dict:
-    if not run.is_live:
-        stored = RunChart.objects.filter(run=run).values_list("data", flat=True).first()
-        if stored is not None:
-            return stored
-        return compute_timeline(run)
-    return _shared_while_live(run, "timeline", compute_timeline)
-
-
-def _shared_while_live(run: Run, name: str, compute):
-    """A live run's figures are aggregated from its rows, which costs seconds at a few hundred
-    thousand copies: every viewer of the same run is answered from one computation for a
-    few seconds (in this process' cache; a finished run's figures are stored instead)."""
-    key = f"storageops:run:{run.pk}:{name}"
-    data = cache.get(key)
-    if data is None:
-        data = compute(run)
-        cache.set(key, data, LIVE_SHARE_SECONDS)
-    return data
-
-
-def steps(run: Run) -> list[dict]:
-    """One point per step: concurrency, throughput, success rate. A finished run's come from
-    its summary; a live run's from an aggregate over its rows."""
-    if not run.is_live and run.summary.get("steps") is not None:
-        return [
-            {k: s.get(k) for k in ("step", "concurrency", "throughput_bps", "success_rate", "files_ok", "files_failed")}
-            for s in run.summary["steps"]
-        ]
-    return _shared_while_live(run, "steps", _steps_from_rows)
-
-
-def _steps_from_rows(run: Run) -> list[dict]:
-    ok, failed = Q(state=TransferState.SUCCEEDED), Q(state=TransferState.FAILED)
-    rows = (
-        Transfer.objects.filter(run=run, step__isnull=False)
-        .filter(ok | failed)
-        .values("step")
-        .annotate(
-            files_ok=Count("pk", filter=ok),
-            files_failed=Count("pk", filter=failed),
-            moved=Sum("bytes_transferred", filter=ok),
-            first=Min("started_at"),
-            last=Max("finished_at"),
-        )
-        .order_by("step")
-    )
-    concurrency = dict(run.steps.values_list("index", "concurrency"))
-    out = []
-    for row in rows:
-        span = (row["last"] - row["first"]).total_seconds() if row["first"] and row["last"] else 0
-        attempted = row["files_ok"] + row["files_failed"]
-        out.append(
-            {
-                "step": row["step"],
-                "concurrency": concurrency.get(row["step"]),
-                "throughput_bps": (row["moved"] or 0) / span if span > 0 else None,
-                "success_rate": row["files_ok"] / attempted if attempted else None,
-                "files_ok": row["files_ok"],
-                "files_failed": row["files_failed"],
-            }
-        )
-    return out
 
 
 def error_mix(run: Run) -> list[dict]:
@@ -257,8 +181,8 @@ def events(run: Run) -> list[dict]:
 
 def hosts(run: Run) -> dict:
     """CPU, load and network of the run's hosts over its window, in the timeline's buckets."""
-    window = _window(run)
-    host_ids, _, _ = disturbance.run_scope(run)
+    window = run_window(run)
+    host_ids = run_scope(run).hosts
     if window is None or not host_ids:
         return {"bucket_seconds": None, "hosts": [], "metrics": {}}
     width = bucket_seconds((window[1] - window[0]).total_seconds())

@@ -9,13 +9,14 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from django.core.exceptions import ValidationError
-from django.db.models import Avg, Count, Max, Min, Q, Sum
+from django.db.models import Q
 
-from campaigns.choices import TransferState
-from campaigns.models import Run, RunChart, Transfer
-from campaigns.results import charts, disturbance
+from campaigns.models import Run
+from campaigns.results import disturbance, grouped, readers
 from campaigns.results.analysis import door_names
-from collectors.models import MetricSample
+from campaigns.results.parameters import parameters
+from campaigns.results.scope import run_window
+from campaigns.spec import RunSpec
 
 MAX_RUNS = 8
 
@@ -61,124 +62,49 @@ def latest_per_backend(campaign_id: int) -> list[Run]:
     return sorted(chosen.values(), key=lambda r: r.pk)[:MAX_RUNS]
 
 
-def _figures(agg: dict, excluded: list) -> dict:
-    """Throughput and success rate from one aggregate row, the way analysis.Aggregate does."""
-    first, last = agg["first"], agg["last"]
-    window = 0.0
-    if first and last:
-        window = (last - first).total_seconds()
-        window -= sum(max((min(last, hi) - max(first, lo)).total_seconds(), 0.0) for lo, hi in excluded)
-        window = max(window, 0.0)
-    attempted = agg["ok"] + agg["failed"]
-    return {
-        "files_ok": agg["ok"],
-        "files_failed": agg["failed"],
-        "bytes": agg["moved"] or 0,
-        "window_seconds": round(window, 3),
-        "throughput_bps": (agg["moved"] or 0) / window if window > 0 else None,
-        "success_rate": agg["ok"] / attempted if attempted else None,
-    }
-
-
 def trimmed_summary(run: Run, trim: Trim) -> dict:
     """The run's total, step, door and error figures with the trimmed copies and minutes left
     out, by aggregate SQL over its rows (a copy is left out if it overlaps a cut)."""
-    if not run.started_at:
+    window = run_window(run)
+    if window is None:
         return {"total": {}, "steps": [], "doors": {}, "left_out": {}}
-    start = run.started_at + timedelta(seconds=trim.warmup_seconds)
-    end = (run.finished_at or run.started_at) - timedelta(seconds=trim.tail_seconds)
+    start = window[0] + timedelta(seconds=trim.warmup_seconds)
+    end = window[1] - timedelta(seconds=trim.tail_seconds)
     excluded = []
     if trim.event_margin_seconds is not None:
         excluded = disturbance.excluded_windows(run, timedelta(seconds=trim.event_margin_seconds))
-    ok, failed = Q(state=TransferState.SUCCEEDED), Q(state=TransferState.FAILED)
     keep = Q(started_at__gte=start, finished_at__lte=end)
     for lo, hi in excluded:
         keep &= ~Q(started_at__lte=hi, finished_at__gte=lo)
-    side = f"{charts.door_side(run)}_endpoint"
-    # One pass over the run's rows: kept and all figures per (step, door, state, category),
-    # merged below into the total, the steps, the doors and the error mix.
-    groups = list(
-        Transfer.objects.filter(run=run)
-        .filter(ok | failed)
-        .values("step", side, "state", "error_category")
-        .annotate(
-            n=Count("pk", filter=keep),
-            moved=Sum("bytes_transferred", filter=keep & ok),
-            first=Min("started_at", filter=keep),
-            last=Max("finished_at", filter=keep),
-            n_all=Count("pk"),
-            moved_all=Sum("bytes_transferred", filter=ok),
-        )
-        .order_by()
-    )
-
-    def merge(rows: list[dict]) -> dict:
-        firsts = [r["first"] for r in rows if r["first"]]
-        lasts = [r["last"] for r in rows if r["last"]]
-        return {
-            "ok": sum(r["n"] for r in rows if r["state"] == TransferState.SUCCEEDED),
-            "failed": sum(r["n"] for r in rows if r["state"] == TransferState.FAILED),
-            "moved": sum(r["moved"] or 0 for r in rows),
-            "first": min(firsts) if firsts else None,
-            "last": max(lasts) if lasts else None,
-        }
-
-    total = merge(groups)
-    concurrency = dict(run.steps.values_list("index", "concurrency"))
-    step_ids = sorted({g["step"] for g in groups if g["step"] is not None})
-    steps = []
-    for k in step_ids:
-        figures = _figures(merge([g for g in groups if g["step"] == k]), excluded)
-        steps.append({"step": k, "concurrency": concurrency.get(k), **figures})
+    side = f"{RunSpec.of(run).door_side}_endpoint"
+    # One pass over the run's rows, merged below into the total, the steps and the doors.
+    groups = grouped.groups(run, ("step", side), keep)
+    total = grouped.merged(groups, excluded)
     endpoint_ids = {g[side] for g in groups}
     names = door_names(endpoint_ids)
-    doors: dict[str, dict] = {}
-    for endpoint_id in endpoint_ids:
-        figures = _figures(merge([g for g in groups if g[side] == endpoint_id]), excluded)
-        doors[names.get(endpoint_id, str(endpoint_id))] = figures
-    errors: dict[str, int] = {}
-    for g in groups:
-        if g["state"] == TransferState.FAILED and g["n"]:
-            key = g["error_category"] or "other"
-            errors[key] = errors.get(key, 0) + g["n"]
+    doors = {names.get(e, str(e)): grouped.merged((g for g in groups if g[side] == e), excluded) for e in endpoint_ids}
     # Percentiles would need every kept duration: a trimmed comparison shows throughput and
     # success rate, and leaves p50/p95 to the untrimmed figures.
     return {
-        "total": {**_figures(total, excluded), "errors": dict(sorted(errors.items(), key=lambda kv: -kv[1])),
-                  "duration_p50": None, "duration_p95": None},
-        "steps": steps,
+        "total": {**total, "duration_p50": None, "duration_p95": None},
+        "steps": grouped.step_table(run, groups, excluded),
         "doors": dict(sorted(doors.items())),
         "left_out": {
-            "transfers": sum(g["n_all"] for g in groups) - (total["ok"] + total["failed"]),
-            "bytes": sum(g["moved_all"] or 0 for g in groups) - total["moved"],
+            "transfers": sum(g["n_all"] for g in groups) - (total["files_ok"] + total["files_failed"]),
+            "bytes": sum(g["moved_all"] or 0 for g in groups) - total["bytes"],
             "windows": [[lo.isoformat(), hi.isoformat()] for lo, hi in excluded],
         },
-    }  # fmt: skip
-
-
-def door_cpu(run: Run) -> dict[str, float | None]:
-    """Mean CPU % of each door over the run's window, from the collectors' samples.
-
-    Retention freezes this figure into the run's summary before the samples go.
-    """
-    frozen = (run.summary or {}).get("door_cpu_percent")
-    if frozen is not None:
-        return frozen
-    if not run.started_at or not run.finished_at:
-        return {}
-    hosts = {
-        h["name"]
-        for ep in [*run.snapshot.get("sources", []), *run.snapshot.get("destinations", [])]
-        for h in ep.get("hosts", [])
     }
-    rows = (
-        MetricSample.objects.filter(
-            host__name__in=hosts, metric="cpu.percent", time__gte=run.started_at, time__lte=run.finished_at
-        )
-        .values("host__name")
-        .annotate(mean=Avg("value"))
-    )
-    return {row["host__name"]: row["mean"] for row in rows}
+
+
+def figures(run: Run, trim: Trim | None = None) -> dict:
+    """What a comparison row shows of a run: trimmed as asked, else its stored results, else
+    (a live or crashed run) the same figures aggregated from its rows now."""
+    if trim is None or not trim.active:
+        kept = readers.stored(run)
+        if kept is not None:
+            return kept
+    return trimmed_summary(run, trim or Trim())
 
 
 def _verdict_line(verdict: dict | None) -> dict | None:
@@ -206,13 +132,13 @@ def _peak(steps: list[dict]) -> dict | None:
 def compare(runs: Sequence[Run], trim: Trim | None = None) -> dict:
     if not 1 <= len(runs) <= MAX_RUNS:
         raise ValueError(f"Compare 1 to {MAX_RUNS} runs.")
-    params = [r.snapshot.get("parameters", {}) for r in runs]
+    params = [parameters(r) for r in runs]
     keys = sorted({k for p in params for k in p})
     differing = [k for k in keys if len({repr(p.get(k)) for p in params}) > 1 and k != "name"]
     trimming = trim is not None and trim.active
     rows = []
-    for run in runs:
-        summary = trimmed_summary(run, trim) if trimming else (run.summary or {})
+    for run, run_parameters in zip(runs, params, strict=True):
+        summary = figures(run, trim)
         total = summary.get("total", {})
         rows.append(
             {
@@ -229,7 +155,7 @@ def compare(runs: Sequence[Run], trim: Trim | None = None) -> dict:
                 "duration_p50": total.get("duration_p50"),
                 "duration_p95": total.get("duration_p95"),
                 "doors": {name: d.get("throughput_bps") for name, d in summary.get("doors", {}).items()},
-                "door_cpu_percent": door_cpu(run),
+                "door_cpu_percent": readers.door_cpu(run),
                 "verdict": _verdict_line(summary.get("verdict")),
                 "peak": _peak(summary.get("steps", [])),
                 "steps": [
@@ -245,8 +171,8 @@ def compare(runs: Sequence[Run], trim: Trim | None = None) -> dict:
                     }
                     for s in summary.get("steps", [])
                 ],
-                "parameters": {k: run.snapshot.get("parameters", {}).get(k) for k in differing},
-                "all_parameters": run.snapshot.get("parameters", {}),
+                "parameters": {k: run_parameters.get(k) for k in differing},
+                "all_parameters": run_parameters,
                 "left_out": summary.get("left_out"),
             }
         )
@@ -266,11 +192,9 @@ def compare(runs: Sequence[Run], trim: Trim | None = None) -> dict:
 def overlay_series(runs: Sequence[Run]) -> dict:
     """Each run's total throughput over time, in seconds since its start, and its step curve:
     what the comparison page overlays."""
-    stored = dict(RunChart.objects.filter(run__in=[r.pk for r in runs]).values_list("run_id", "data"))
     out = []
     for run in runs:
-        data = stored.get(run.pk) if not run.is_live else None
-        data = data if data is not None else charts.compute_timeline(run)
+        data = readers.timeline(run)
         origin = run.started_at.timestamp() * 1000 if run.started_at else 0
         out.append(
             {
@@ -282,7 +206,7 @@ def overlay_series(runs: Sequence[Run]) -> dict:
                     for t, v in zip(data["times"], data["total"], strict=True)
                 ],
                 "steps": [
-                    {"x": s["concurrency"], "y": s["throughput_bps"]} for s in charts.steps(run) if s["throughput_bps"]
+                    {"x": s["concurrency"], "y": s["throughput_bps"]} for s in readers.steps(run) if s["throughput_bps"]
                 ],
             }
         )

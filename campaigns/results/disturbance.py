@@ -11,10 +11,10 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db.models import Q, QuerySet
-from django.utils import timezone
 
 from campaigns.choices import ACTIVE_RUN_STATES
 from campaigns.models import Run
+from campaigns.results.scope import run_scope, run_window
 from collectors.choices import DISTURBING_KINDS
 from collectors.models import Event
 
@@ -23,29 +23,15 @@ def default_margin() -> timedelta:
     return timedelta(seconds=settings.STORAGEOPS_DISTURBANCE_MARGIN_SECONDS)
 
 
-def run_scope(run: Run) -> tuple[set[int], set[int], set[int]]:
-    """Host, backend and endpoint ids a run involves, from its frozen snapshot."""
-    endpoints = [*run.snapshot.get("sources", []), *run.snapshot.get("destinations", [])]
-    hosts = {h["id"] for ep in endpoints for h in ep.get("hosts", [])}
-    backends = {ep["backend"] for ep in endpoints if ep.get("backend")}
-    return hosts, backends, {ep["id"] for ep in endpoints}
-
-
-def _window(run: Run) -> tuple[datetime, datetime] | None:
-    if not run.started_at:
-        return None
-    return run.started_at, run.finished_at or timezone.now()
-
-
 def scope_events(run: Run, margin: timedelta = timedelta(0), kinds: tuple | None = None) -> QuerySet[Event]:
     """The events in the run's window (widened by `margin`) that touch its scope, the run's
     own included; `kinds` narrows them (the charts draw them all)."""
-    window = _window(run)
+    window = run_window(run)
     if window is None:
         return Event.objects.none()
-    hosts, backends, endpoints = run_scope(run)
+    scope = run_scope(run)
     site_wide = Q(host__isnull=True, backend__isnull=True, endpoint__isnull=True, run__isnull=True)
-    touches = Q(host__in=hosts) | Q(backend__in=backends) | Q(endpoint__in=endpoints) | site_wide
+    touches = Q(host__in=scope.hosts) | Q(backend__in=scope.backends) | Q(endpoint__in=scope.endpoints) | site_wide
     in_window = Q(time__gte=window[0] - margin, time__lte=window[1] + margin) & touches
     # Without a kind filter the run's own start and end count too: they are logged a moment
     # outside its window.

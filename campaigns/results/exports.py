@@ -9,6 +9,7 @@ import json
 from collections.abc import Iterator
 
 from campaigns.models import Run, Transfer
+from campaigns.results import readers
 
 TRANSFER_COLUMNS = (
     "index", "step", "state", "attempt", "source", "destination", "size", "started_at", "finished_at", "duration",
@@ -56,6 +57,6 @@ def steps_csv(run: Run) -> Iterator[str]:
     columns = ("step", "concurrency", "files_ok", "files_failed", "bytes", "window_seconds", "throughput_bps",
                "success_rate", "duration_p50", "duration_p95")  # fmt: skip
     writer.writerow(columns)
-    for step in run.summary.get("steps", []):
+    for step in readers.steps(run):
         writer.writerow([step.get(c) for c in columns])
     yield buffer.getvalue()

@@ -1,8 +1,8 @@
 """Retention: old transfers and raw samples go, what the pages and comparisons show stays.
 
 Before a finished run loses its transfer rows (or the samples of its window), the figures
-read from them are frozen into its summary: the run summary itself is already there (the
-driver writes it when the run ends), retention adds the door CPU the comparisons show and
+read from them are added to its results (finalize.add): the run summary itself is already there
+(finalize writes it when the run ends), retention adds the door CPU the comparisons show and
 a throughput series. Runs, their steps and summaries, and events are never deleted.
 Transfers go run by run in batches, each batch its own transaction; a run still in flight
 is never touched, and no sample newer than the oldest run in flight is rolled up.
@@ -19,7 +19,8 @@ from django.utils import timezone
 
 from campaigns.choices import ACTIVE_RUN_STATES, FINAL_RUN_STATES
 from campaigns.models import Run, Transfer
-from campaigns.results import analysis, comparison
+from campaigns.results import analysis, readers
+from campaigns.results.finalize import add
 from collectors.retention import roll_up_samples
 
 log = logging.getLogger(__name__)
@@ -32,13 +33,11 @@ def _age(days: int | None, default_days: int) -> timedelta | None:
 
 
 def freeze(run: Run, now: datetime) -> None:
-    """Keep in the run's summary what would otherwise be computed from rows retention deletes."""
-    summary = dict(run.summary or {})
-    summary["door_cpu_percent"] = comparison.door_cpu(run)
-    summary[f"series_{SERIES_BUCKET_SECONDS}s"] = analysis.throughput_series(run, SERIES_BUCKET_SECONDS)
-    summary["archived"] = {"at": now.isoformat(), "transfers_deleted": 0}
-    Run.objects.filter(pk=run.pk).update(summary=summary)
-    run.summary = summary
+    """Keep in the run's results what would otherwise be computed from rows retention deletes."""
+    add(run, "door_cpu_percent", readers.door_cpu(run))
+    add(run, f"series_{SERIES_BUCKET_SECONDS}s", analysis.throughput_series(run, SERIES_BUCKET_SECONDS))
+    # Last: "archived" marks the run as frozen, so a pass cut short freezes it again next time.
+    add(run, "archived", {"at": now.isoformat(), "transfers_deleted": 0})
 
 
 def delete_transfers(run: Run, batch: int) -> int:
@@ -48,8 +47,7 @@ def delete_transfers(run: Run, batch: int) -> int:
         if not ids:
             break
         deleted += Transfer.objects.filter(pk__in=ids).delete()[0]
-    archived = {**run.summary.get("archived", {}), "transfers_deleted": deleted}
-    Run.objects.filter(pk=run.pk).update(summary={**run.summary, "archived": archived})
+    add(run, "archived", {**run.summary.get("archived", {}), "transfers_deleted": deleted})
     return deleted
 
 

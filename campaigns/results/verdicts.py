@@ -27,6 +27,8 @@ from django.db.models import Avg, Count
 from django.utils import timezone
 
 from campaigns.models import Run, RunStep
+from campaigns.results.scope import run_hosts
+from campaigns.spec import RunSpec
 from collectors.models import Host, MetricSample
 from storageops.units import human_rate as format_rate
 from storageops.units import si
@@ -111,15 +113,6 @@ def knee(steps: list[dict]) -> dict:
 
 
 # -- saturation -----------------------------------------------------------------------------
-def _hosts(run: Run) -> list[Host]:
-    names = {
-        h["name"]
-        for ep in [*run.snapshot.get("sources", []), *run.snapshot.get("destinations", [])]
-        for h in ep.get("hosts", [])
-    }
-    return list(Host.objects.filter(name__in=names).order_by("name"))
-
-
 def readings(host: Host, means: dict[tuple[str, str], float]) -> list[Reading]:
     """A host's resources as fractions of their capacity, from its mean samples over a window."""
     out: list[Reading] = []
@@ -166,7 +159,8 @@ def _step_windows(run: Run, end: datetime) -> list[tuple[RunStep, datetime]]:
 def saturation(run: Run, summary: dict, end: datetime) -> tuple[list[dict], dict[int, list[Reading]], int]:
     """Per step: each door's readings and the overload error rate; also the samples used."""
     windows = _step_windows(run, end)
-    hosts = _hosts(run)
+    hosts = run_hosts(run)
+    spec = RunSpec.of(run)
     per_step: dict[int, list[Reading]] = {}
     table: list[dict] = []
     used = 0
@@ -196,7 +190,7 @@ def saturation(run: Run, summary: dict, end: datetime) -> tuple[list[dict], dict
         table.append(
             {
                 "step": step.index,
-                "concurrency": step.concurrency,
+                "concurrency": spec.concurrency_of(step.index),
                 "readings": [{**asdict(r), "title": r.title} for r in sorted(found, key=lambda r: -r.value)],
                 "overload_error_rate": overload / attempted if attempted else None,
             }
@@ -207,7 +201,7 @@ def saturation(run: Run, summary: dict, end: datetime) -> tuple[list[dict], dict
 # -- capacity -------------------------------------------------------------------------------
 def target_rate_bps(run: Run) -> int:
     """bit/s: the campaign's target rate, else the site's (STORAGEOPS_TARGET_RATE_BPS), else 0."""
-    return (run.snapshot.get("parameters") or {}).get("target_rate_bps") or settings.STORAGEOPS_TARGET_RATE_BPS
+    return RunSpec.of(run).target_rate_bps or settings.STORAGEOPS_TARGET_RATE_BPS
 
 
 def capacity(knee_point: dict | None, doors: list[str], target_bps: int, still_rising: bool) -> dict | None:
@@ -328,11 +322,3 @@ def headline(v: dict) -> str:
             f"at {format_rate(cap['per_door_bps'])} per door."
         )
     return curve + cause
-
-
-def verdict_for(run: Run) -> dict:
-    """The stored verdict of a finished run, or one computed now (live runs, older runs)."""
-    from campaigns.results import analysis
-
-    summary = run.summary if run.summary.get("steps") is not None and not run.is_live else analysis.run_summary(run)
-    return run_verdict(run, summary)

@@ -6,7 +6,7 @@ was planned for, after normalising its path; a URL with a '..' segment is refuse
 Deletes go through the run's own engine (gfal2, with the endpoints' credentials), which
 reports a failure as an OSError carrying the errno. A file
 that is already gone counts as absent, not as a failure; every failure is kept with its
-message in the run's summary and in the event that reports the clean-up.
+message in the run's results and in the event that reports the clean-up.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 
 from campaigns.choices import TransferState
 from campaigns.models import Run, Transfer
+from campaigns.results.finalize import add
 from campaigns.runs.planning import endpoint_folder_url, run_folder
 from campaigns.spec import RunSpec
 from collectors.events import log_event
@@ -103,8 +104,7 @@ def _keep_error(report: dict, message: str) -> None:
 
 
 def _record(run: Run, report: dict) -> None:
-    run.refresh_from_db(fields=["summary"])
-    Run.objects.filter(pk=run.pk).update(summary={**run.summary, "cleanup": report})
+    add(run, "cleanup", report)
     problems = report["failed"] + report["refused"]
     log_event(
         "note",

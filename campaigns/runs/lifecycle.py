@@ -17,9 +17,9 @@ from django.utils import timezone
 
 from campaigns.choices import RunState, TransferState
 from campaigns.models import Run, Transfer
+from campaigns.results.finalize import finalize
 from campaigns.runs import cleanup, leases, steps, store, versions
 from campaigns.runs.executors import Executor, build_client, build_copier, build_executor
-from campaigns.runs.finishing import write_results
 from campaigns.runs.loop import LeaseLost, RunLoop
 from campaigns.runs.outages import retrying
 from campaigns.runs.planning import plan
@@ -125,8 +125,7 @@ class RunDriver:
             store.close_remaining(run.pk, leftover, reason)
             steps.end_open_steps(run.pk, now)
         run.refresh_from_db()
-        write_results(run, state=state, reason=reason, now=now, extras=extras)
-        run.refresh_from_db()
+        finalize(run, state=state, reason=reason, now=now, extras=extras)
         log_event(
             "run_end",
             f"Run {run} {state}: {run.files_done} ok, {run.files_failed} failed, {run.files_skipped} skipped"

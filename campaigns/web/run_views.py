@@ -13,7 +13,9 @@ from django.views.generic import DetailView, ListView
 from campaigns import runs
 from campaigns.choices import ErrorCategory
 from campaigns.models import Run, Transfer
-from campaigns.results import charts
+from campaigns.results import charts, readers
+from campaigns.results.parameters import byte_budget
+from campaigns.spec import RunSpec
 from campaigns.web.filters import TransferFilter
 
 TRANSFER_PAGE = 50
@@ -52,6 +54,9 @@ class RunDetailView(DetailView):
     def get_context_data(self, **kwargs):
         context = super().get_context_data(**kwargs)
         context["transfer_filter"] = TransferFilter(queryset=Transfer.objects.none())
+        # A live run shows its progress and charts; its result tables come when it ends.
+        context["result"] = readers.stored(self.object)
+        context["byte_budget"] = byte_budget(self.object)
         return context
 
 
@@ -70,7 +75,7 @@ def run_progress(request: HttpRequest, pk: int) -> HttpResponse:
 def run_cancel(request: HttpRequest, pk: int) -> HttpResponse:
     run = get_object_or_404(Run, pk=pk)
     if runs.request_cancel(run, user=request.user):
-        grace = run.snapshot.get("parameters", {}).get("cancel_grace", 10)
+        grace = RunSpec.of(run).cancel_grace
         messages.success(request, f"Cancel requested for run #{run.pk}; copies in flight get {grace} s to finish.")
     else:
         messages.error(request, f"Run #{run.pk} is {run.state}: there is nothing to cancel.")
@@ -78,8 +83,8 @@ def run_cancel(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 CHARTS = {
-    "timeline": charts.timeline,
-    "steps": lambda run: {"steps": charts.steps(run)},
+    "timeline": readers.timeline,
+    "steps": lambda run: {"steps": readers.steps(run)},
     "errors": lambda run: {"errors": charts.error_mix(run)},
     "scatter": charts.scatter,
     "hosts": charts.hosts,

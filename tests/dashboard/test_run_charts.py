@@ -7,7 +7,7 @@ import pytest
 
 from campaigns import runs
 from campaigns.models import Run, RunChart
-from campaigns.results import charts
+from campaigns.results import charts, readers
 from campaigns.runs.lifecycle import RunDriver
 from collectors.events import log_event
 from collectors.models import Host, MetricSample
@@ -39,7 +39,7 @@ def test_sql_timeline_matches_the_row_by_row_reference(finished_run):
 
 def test_timeline_is_stored_at_the_end_and_adds_up_to_the_bytes_moved(finished_run):
     stored = RunChart.objects.get(run=finished_run).data
-    assert charts.timeline(finished_run) == stored
+    assert readers.timeline(finished_run) == stored
     width = stored["bucket_seconds"]
     # Spread over time, the bytes of the successful copies all come back.
     assert sum(stored["total"]) * width == pytest.approx(finished_run.bytes_done, rel=1e-6)
@@ -50,7 +50,7 @@ def test_timeline_is_stored_at_the_end_and_adds_up_to_the_bytes_moved(finished_r
 
 
 def test_steps_scatter_and_json_endpoints(client, viewer, finished_run):
-    steps = charts.steps(finished_run)
+    steps = readers.steps(finished_run)
     assert [s["concurrency"] for s in steps] == [2, 4]
     assert all(s["throughput_bps"] > 0 for s in steps)
     sample = charts.scatter(finished_run, points=30)

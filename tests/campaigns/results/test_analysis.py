@@ -29,7 +29,9 @@ def _transfer(run, index, step, start, seconds, size, state="succeeded", categor
 @pytest.fixture
 def run():
     campaign = mock_campaign("analysis")
-    run = Run.objects.create(campaign=campaign, snapshot={"parameters": {"tpc_mode": "pull"}})
+    # A step's concurrency is the one the run's frozen parameters give it.
+    parameters = {"tpc_mode": "pull", "concurrency_steps": [1, 2]}
+    run = Run.objects.create(campaign=campaign, snapshot={"parameters": parameters})
     RunStep.objects.create(run=run, index=0, concurrency=1, started_at=T0)
     RunStep.objects.create(run=run, index=1, concurrency=2, started_at=T0 + timedelta(seconds=10))
     # Step 0: two 100 MB copies back to back, 0-4 s and 4-10 s: 200 MB over 10 s.
@@ -85,8 +87,8 @@ def test_throughput_series_spreads_each_copy_over_its_duration(run):
     assert sum(point["bps"] * 5 for point in series) == pytest.approx(400e6)
 
 
-def test_rolling_average_over_n_transfers():
-    assert analysis.rolling_average([10, 20, 30, 40], n=2) == [10, 15, 25, 35]
+def test_rolling_mean_over_n_buckets():
+    assert analysis.rolling_mean([10, 20, 30, 40], n=2) == [10, 15, 25, 35]
 
 
 def test_percentile_nearest_rank():

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from campaigns import runs
-from campaigns.models import RunStep
+from campaigns.models import Run, RunStep
 from campaigns.results import verdicts
 from collectors.models import Host, MetricSample
 from tests.support.factories import campaign, endpoint
@@ -142,6 +142,13 @@ def test_overload_errors_are_named_when_no_resource_saturated(door):
     assert "checksum timeouts" in verdict["headline"] and "From concurrency 2, 8%" in verdict["headline"]
 
 
+def _with_target_rate(run: Run, bps: int | None) -> Run:
+    # A run's spec is read once per instance (a snapshot never changes): store, then reload.
+    snapshot = {**run.snapshot, "parameters": {**run.snapshot["parameters"], "target_rate_bps": bps}}
+    Run.objects.filter(pk=run.pk).update(snapshot=snapshot)
+    return Run.objects.get(pk=run.pk)
+
+
 def test_capacity_projection_from_the_knee(door, settings):
     settings.STORAGEOPS_TARGET_RATE_BPS = 40_000_000_000
     run, summary = _run(door, [1, 2, 4], [400e6, 700e6, 710e6])  # knee at 2: 700 MB/s on one door
@@ -152,10 +159,10 @@ def test_capacity_projection_from_the_knee(door, settings):
     assert any("linearly" in a for a in cap["assumptions"])
     assert "8 door(s) like these for 40 Gbit/s" in verdict["headline"]
     # The campaign's own target wins over the site's.
-    run.snapshot["parameters"]["target_rate_bps"] = 10_000_000_000
+    run = _with_target_rate(run, 10_000_000_000)
     assert verdicts.run_verdict(run, summary, T0 + timedelta(seconds=30))["capacity"]["doors_needed"] == 2
     settings.STORAGEOPS_TARGET_RATE_BPS = 0
-    run.snapshot["parameters"]["target_rate_bps"] = None
+    run = _with_target_rate(run, None)
     cap = verdicts.run_verdict(run, summary, T0 + timedelta(seconds=30))["capacity"]
     assert cap["doors_needed"] is None and "No target rate" in cap["note"]
 

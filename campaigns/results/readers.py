@@ -1,0 +1,90 @@
+"""Where pages, the API, exports, comparisons and charts read a run's results.
+
+A finished run's results were written once when it ended (finalize) and added to later
+(clean-up, retention); they stay valid after retention has deleted the rows they came from.
+A run in flight, or one whose driver crashed before writing them, has none: its figures are
+computed from its rows now. Each reader makes that choice here, once, so no page can show a
+finished run's figures recomputed from rows that may be gone, or a live run's stale ones.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from django.core.cache import cache
+from django.db.models import Avg
+
+from campaigns.models import Run, RunChart
+from campaigns.results import analysis, charts, grouped, verdicts
+from campaigns.results.scope import run_hosts
+from collectors.models import MetricSample
+
+LIVE_SHARE_SECONDS = 10
+
+
+def stored(run: Run) -> dict | None:
+    """The results written when the run finished, or None (still live, or never written)."""
+    summary = run.summary or {}
+    return summary if not run.is_live and summary.get("steps") is not None else None
+
+
+def summary(run: Run) -> dict:
+    """The stored summary, or one computed now row by row (percentiles included)."""
+    kept = stored(run)
+    return kept if kept is not None else analysis.run_summary(run)
+
+
+def steps(run: Run) -> list[dict]:
+    """The step table: stored, or aggregated by the database (without percentiles)."""
+    kept = stored(run)
+    if kept is not None:
+        return kept["steps"]
+    return _shared_while_live(run, "steps", lambda r: grouped.step_table(r, grouped.groups(r, ("step",))))
+
+
+def timeline(run: Run) -> dict:
+    """The timeline chart: stored when the run ended, else computed from the rows."""
+    if not run.is_live:
+        data = RunChart.objects.filter(run=run).values_list("data", flat=True).first()
+        return data if data is not None else charts.compute_timeline(run)
+    return _shared_while_live(run, "timeline", charts.compute_timeline)
+
+
+def door_cpu(run: Run) -> dict[str, float | None]:
+    """Mean CPU % of each of the run's hosts over its window: frozen by retention before
+    the samples went, else averaged from the collectors' samples."""
+    frozen = (run.summary or {}).get("door_cpu_percent")
+    if frozen is not None:
+        return frozen
+    if not run.started_at or not run.finished_at:
+        return {}
+    rows = (
+        MetricSample.objects.filter(
+            host__in=run_hosts(run), metric="cpu.percent", time__gte=run.started_at, time__lte=run.finished_at
+        )
+        .values("host__name")
+        .annotate(mean=Avg("value"))
+    )
+    return {row["host__name"]: row["mean"] for row in rows}
+
+
+def verdict(run: Run, *, recompute: bool = False) -> dict | None:
+    """The verdict stored when the run finished; computed now for a run without one (live,
+    crashed) or when asked to (a host's link speed may have been set since)."""
+    kept = stored(run)
+    if kept is not None and not recompute:
+        return kept.get("verdict")
+    return verdicts.run_verdict(run, summary(run))
+
+
+def _shared_while_live(run: Run, name: str, compute: Callable[[Run], Any]) -> Any:
+    """A live run's figures are aggregated from its rows, which costs seconds at a few hundred
+    thousand copies: every viewer of the same run is answered from one computation for a
+    few seconds (in this process' cache; a finished run's figures are stored instead)."""
+    key = f"storageops:run:{run.pk}:{name}"
+    data = cache.get(key)
+    if data is None:
+        data = compute(run)
+        cache.set(key, data, LIVE_SHARE_SECONDS)
+    return data
