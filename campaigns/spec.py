@@ -56,9 +56,12 @@ class RunSpec:
     overwrite: bool
     create_parent: bool
     retries: int
+    retry_delay: int
     concurrency_steps: tuple[int, ...]
     step_seconds: int | None
     step_files: int | None
+    step_barrier: str
+    start_together: bool
     max_bytes: int | None
     max_duration: int | None
     cancel_grace: int

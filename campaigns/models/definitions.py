@@ -182,6 +182,13 @@ class Campaign(BaseModel):
     overwrite = models.BooleanField(default=True)
     create_parent = models.BooleanField(default=True)
     retries = models.PositiveSmallIntegerField(default=0, validators=[MaxValueValidator(10)])
+    retry_delay = models.PositiveIntegerField(
+        "retry delay (s)",
+        default=10,
+        validators=[MaxValueValidator(3600)],
+        help_text="A failed attempt waits this long before its retry, doubling with each attempt: a door that "
+        "restarts in under a minute loses no file.",
+    )
     concurrency_steps = models.JSONField(
         default=default_concurrency_steps,
         validators=[validate_concurrency_steps],
@@ -192,6 +199,17 @@ class Campaign(BaseModel):
     )
     step_files = models.PositiveIntegerField(
         null=True, blank=True, validators=[MinValueValidator(1)], help_text="…or until this many files finished."
+    )
+    step_barrier = models.CharField(
+        max_length=10,
+        choices=choices.StepBarrier.choices,
+        default=choices.StepBarrier.DRAIN,
+        help_text="With a drain, no copy of a step runs beside the next step's: each step measures its own "
+        "concurrency.",
+    )
+    start_together = models.BooleanField(
+        default=False,
+        help_text="A step's copies begin at the same moment (client-count sweeps: all clients start at once).",
     )
     max_bytes = models.PositiveBigIntegerField(
         "byte budget",
@@ -283,10 +301,17 @@ class Campaign(BaseModel):
                 "Source-only or target-only checks compare against the data's known checksum: "
                 "let StorageOps create the source files, or check both sides."
             )
+        if isinstance(steps, list) and self.step_files and steps and max(steps) > self.step_files:
+            errors["step_files"] = (
+                f"A step of {self.step_files} files cannot run {max(steps)} copies at once: make it at least "
+                f"{max(steps)} files (several times that measures the step better), or lower the largest step."
+            )
         if self.kind == choices.CampaignKind.CHECKSUM_LOAD and self.file_mix:
             errors["file_mix"] = "A checksum load asks for checksums of files of one size: leave the mix empty."
         if self.engine == choices.Engine.FTS and self.tpc_mode == choices.TpcMode.STREAMED:
             errors["tpc_mode"] = "FTS does third-party copies; streamed mode needs the gfal2 engine."
+        if self.engine == choices.Engine.FTS and self.start_together:
+            errors["start_together"] = "FTS's scheduler starts copies itself: starting together needs the gfal2 engine."
         if self.engine == choices.Engine.FTS and not self.fts_instance_id:
             errors["fts_instance"] = "Choose the FTS instance that runs this campaign's transfers."
         if errors:

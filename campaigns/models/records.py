@@ -119,6 +119,10 @@ class Transfer(models.Model):
     source_checksum = models.CharField(max_length=128, blank=True)
     destination_checksum = models.CharField(max_length=128, blank=True)
     # Filled by the FTS engine; database defaults so the plan's COPY need not name them.
+    # A failed attempt that will be retried waits until then; earlier attempts are kept, one
+    # {attempt, started_at, finished_at, duration, category, code, message} each.
+    retry_at = models.DateTimeField(null=True, blank=True)
+    history = models.JSONField(default=list, blank=True)
     fts_job_id = models.CharField("FTS job id", max_length=64, blank=True, default="", db_default="")
     fts_file_id = models.BigIntegerField("FTS file id", null=True, blank=True)
     transfer_host = models.CharField(

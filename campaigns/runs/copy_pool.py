@@ -56,6 +56,9 @@ class CopyPool:
         self._copying = 0
         self._started: Counter[int] = Counter()  # step index -> copies started
         self._closed = threading.Event()
+        self._gate = threading.Event()  # cleared while a step's copies wait to start together
+        self._gate.set()
+        self._held = 0  # threads waiting at the gate with a job
 
     # -- size -------------------------------------------------------------------------------
     def resize(self, size: int) -> None:
@@ -89,6 +92,14 @@ class CopyPool:
                 continue
             if job is None:  # close() wakes idle threads with one None each
                 break
+            # A step that starts together: every thread waits here, job in hand, for the word.
+            if not self._gate.is_set():
+                with self._lock:
+                    self._held += 1
+                while not self._gate.wait(_IDLE_POLL) and not self._closed.is_set():
+                    pass
+                with self._lock:
+                    self._held -= 1
             slot = _Slot(job, time.time(), time.monotonic())
             me = threading.get_ident()
             with self._lock:
@@ -111,6 +122,22 @@ class CopyPool:
             self.results.put(result)
         with self._lock:
             self._alive -= 1
+
+    # -- starting together ----------------------------------------------------------------------
+    def hold(self) -> None:
+        """Threads that take a job wait with it until release(): a step's copies begin at once."""
+        self._gate.clear()
+
+    def release(self) -> None:
+        self._gate.set()
+
+    def holding(self) -> bool:
+        return not self._gate.is_set()
+
+    def ready(self) -> int:
+        """Threads with a job in hand waiting at the gate."""
+        with self._lock:
+            return self._held
 
     # -- deadlines ----------------------------------------------------------------------------
     def enforce_deadlines(self) -> int:

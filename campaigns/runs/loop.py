@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.utils import timezone
 
-from campaigns.choices import RunState
+from campaigns.choices import RunState, StepBarrier
 from campaigns.models import Run
 from campaigns.runs import leases, steps, store
 from campaigns.runs.executors import Collected, Executor, ExecutorFailed
@@ -89,6 +89,8 @@ class RunLoop:
         self.recent: deque[tuple[float, int]] = deque()
         self.last_control = self.last_progress = self.last_claim = self.last_abort = 0.0
         self.queue_empty = False
+        self.retries_due = 0.0  # epoch before which no queued transfer is due (all wait for a retry)
+        self.draining = False  # the step's time or files are done; its copies are still ending
         self.busy = False
         self.stop: Stop | None = None
         self.abort_from: float | None = None
@@ -136,6 +138,7 @@ class RunLoop:
         self.failed += got.failed
         if got.requeued:
             self.queue_empty = False
+            self.retries_due = 0.0
 
     # -- control: cancel, heartbeat, progress -------------------------------------------------
     def control(self, now: float) -> None:
@@ -189,11 +192,16 @@ class RunLoop:
                 StopKind.BYTES,
                 f"{spec.byte_budget_label} reached ({self.moved} of {spec.max_bytes} bytes moved or in flight)",
             )
-        elif timed_out or (filled and self.engine.unstarted(self.step.index) == 0):
+        elif self.draining or timed_out or (filled and self.engine.unstarted(self.step.index) == 0):
             if self.step.index + 1 < len(spec.concurrency_steps):
-                if timed_out:
+                if timed_out and not self.draining:
                     # Jobs not yet started belong to the new step: give them back to be re-claimed.
                     self.give_back()
+                # The barrier: the step's last copies end before the next step's first begin, so
+                # no copy of one step runs beside another's and each measures its own concurrency.
+                self.draining = spec.step_barrier == StepBarrier.DRAIN and self.engine.outstanding() > 0
+                if self.draining:
+                    return
                 self.step = self._retrying(steps.next_step, self.step, spec)
                 self.step_claimed = 0
                 self.enter_step()
@@ -211,7 +219,7 @@ class RunLoop:
         self.halt(Stop(StopKind.FAILED, reason[:200], give_back=True), time.time())
 
     def fill(self, now: float) -> None:
-        if self.queue_empty:
+        if self.queue_empty or self.draining or now < self.retries_due:
             return
         spec, run = self.spec, self.run_obj
         want = self.engine.room(self.step.concurrency)
@@ -228,7 +236,10 @@ class RunLoop:
             ask = min(want, self.engine.batch_size)
             jobs = self._retrying(store.claim, run.pk, ask, self.step.index, self.executor)
             if len(jobs) < ask:
-                self.queue_empty = True
+                # What is left waits for its retry, or nothing is left at all.
+                due = self._retrying(store.next_retry_at, run.pk)
+                self.queue_empty = due is None
+                self.retries_due = due.timestamp() if due is not None else 0.0
             if not jobs:
                 return
             try:

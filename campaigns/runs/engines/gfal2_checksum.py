@@ -52,11 +52,11 @@ class Gfal2Checksummer(Gfal2Copier):
             if category == ErrorCategory.TRANSFER_TIMEOUT:
                 category = ErrorCategory.CHECKSUM_TIMEOUT  # the only stage there is
             return CopyResult(
-                job, False, started, started + duration, duration, code=exc.code, message=message, category=category
+                job, False, started, time.time(), duration, code=exc.code, message=message, category=category
             )
         duration = time.monotonic() - tick
         answer = answer.strip().lower()
-        result = CopyResult(job, True, started, started + duration, duration, source_checksum=answer)
+        result = CopyResult(job, True, started, time.time(), duration, source_checksum=answer)
         if duration > self.options.timeout:
             result.ok = False
             result.category = ErrorCategory.CHECKSUM_TIMEOUT
