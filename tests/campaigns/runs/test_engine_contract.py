@@ -126,7 +126,7 @@ def test_a_crash_fails_the_run_closes_its_transfers_and_undoes_engine_changes(en
         raise RuntimeError("boom at the step change")
 
     monkeypatch.setattr(loop.steps, "next_step", boom)
-    run = new_run("contract-crash", engine, file_count=8, concurrency_steps=[2, 4], step_files=2)
+    run = new_run("contract-crash", engine, file_count=8, concurrency_steps=[2, 4], step_files=4)
     with pytest.raises(RuntimeError, match="boom"):
         RunDriver(run.pk).drive()
     run.refresh_from_db()

@@ -9,6 +9,8 @@ above it; the step table says so (achieved beside target) and flags nothing.
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from campaigns import runs
@@ -51,7 +53,7 @@ def assert_steps_held(run) -> None:
     assert sorted(spans) == [0, 1, 2, 3]
     # No copy of one step runs while another step's copies are in flight.
     windows = [(min(s for s, _ in spans[k]), max(e for _, e in spans[k])) for k in sorted(spans)]
-    for (_, end), (start, _) in zip(windows, windows[1:], strict=False):
+    for (_, end), (start, _) in itertools.pairwise(windows):
         assert end <= start, f"steps overlap: one ends at {end}, the next began at {start}"
     for step, target in enumerate(STEPS):
         mean, peak = in_flight(spans[step])
