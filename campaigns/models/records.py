@@ -41,6 +41,8 @@ class Run(models.Model):
     # The lease of the worker driving the run: a silent driver's run is taken over.
     executor = models.CharField(max_length=200, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
+    # Set while copies are in flight and none has finished for STORAGEOPS_STALL_SECONDS.
+    stalled_since = models.DateTimeField(null=True, blank=True)
     summary = models.JSONField(default=dict, blank=True)
     disturbed = models.BooleanField(
         default=False, help_text="A restart or config change of its hosts, backends or endpoints fell in its window."

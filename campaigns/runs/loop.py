@@ -14,6 +14,7 @@ import math
 import time
 from collections import deque
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from django.conf import settings
 from django.utils import timezone
@@ -25,6 +26,8 @@ from campaigns.runs.executors import Collected, Executor, ExecutorFailed
 from campaigns.runs.outages import retrying
 from campaigns.runs.starting import current_state
 from campaigns.spec import RunSpec
+from collectors.choices import EventKind
+from collectors.events import log_event
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +95,8 @@ class RunLoop:
         self.retries_due = 0.0  # epoch before which no queued transfer is due (all wait for a retry)
         self.draining = False  # the step's time or files are done; its copies are still ending
         self.busy = False
+        self.last_result = 0.0
+        self.stalled_since: float | None = None
         self.stop: Stop | None = None
         self.abort_from: float | None = None
 
@@ -129,6 +134,11 @@ class RunLoop:
 
     def absorb(self, got: Collected) -> None:
         self.busy = bool(got)
+        if got.returned:
+            self.last_result = time.time()
+            if self.stalled_since is not None:
+                self.incident(f"Stall over after {self.last_result - self.stalled_since:.0f} s: copies finish again")
+                self.stalled_since = None
         self.handed -= got.returned
         self.handed_bytes -= got.returned_bytes
         self.settled += got.returned_bytes
@@ -150,12 +160,23 @@ class RunLoop:
                 self.halt(Stop(StopKind.CANCELLED, "cancelled", give_back=True), now + self.spec.cancel_grace)
             if now - self.last_progress >= settings.STORAGEOPS_PROGRESS_SECONDS:
                 self.last_progress = now
+                self.watch_for_stall(now)
                 if not self._retrying(leases.renew_lease, run.pk, self.executor, **self.progress(now)):
                     raise LeaseLost
         if self.abort_from is not None and now >= self.abort_from and now - self.last_abort >= ABORT_EVERY:
             if self.engine.outstanding():
                 self.engine.cancel(abort_running=True)
             self.last_abort = now
+
+    def watch_for_stall(self, now: float) -> None:
+        """Copies in flight and none finishing for STORAGEOPS_STALL_SECONDS: say so, once."""
+        quiet = now - max(self.last_result, self.run_started)
+        if self.stalled_since is None and self.engine.outstanding() and quiet >= settings.STORAGEOPS_STALL_SECONDS:
+            self.stalled_since = now
+            self.incident(f"Stall: no copy finished for {quiet:.0f} s with {self.engine.outstanding()} in flight")
+
+    def incident(self, summary: str) -> None:
+        self._retrying(log_event, EventKind.RUN_INCIDENT, summary, run=self.run_obj)
 
     def halt(self, stop: Stop, abort_at: float) -> None:
         """Stop with copies in flight aborted at `abort_at` (a cancel's grace, or at once)."""
@@ -176,6 +197,7 @@ class RunLoop:
             "current_step": self.step.index,
             "current_concurrency": self.step.concurrency,
             "progress_at": timezone.now(),
+            "stalled_since": _aware(self.stalled_since),
         }
 
     # -- budgets and steps ----------------------------------------------------------------------
@@ -263,3 +285,7 @@ class RunLoop:
         self.handed_bytes -= sum(j.size for j in jobs)
         self.step_claimed -= sum(1 for j in jobs if j.step == self.step.index)
         self.queue_empty = False
+
+
+def _aware(epoch: float | None):
+    return datetime.fromtimestamp(epoch, tz=UTC) if epoch is not None else None

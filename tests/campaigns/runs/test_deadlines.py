@@ -16,11 +16,12 @@ import pytest
 
 from campaigns import runs
 from campaigns.choices import ErrorCategory, RunState, TransferState
-from campaigns.models import Transfer
+from campaigns.models import Run, Transfer
 from campaigns.runs.copy_pool import GIVE_UP, CopyPool
 from campaigns.runs.engines.base import CopyJob, CopyResult
 from campaigns.runs.lifecycle import RunDriver
-from tests.support.factories import campaign, endpoint
+from collectors.models import Event
+from tests.support.factories import campaign, endpoint, mock_campaign
 
 
 class _Hanging:
@@ -150,3 +151,25 @@ def test_copies_to_a_door_that_never_answers_end_as_timeouts_within_the_timeout_
         assert t.state == TransferState.FAILED
         assert t.error_category == ErrorCategory.TRANSFER_TIMEOUT, t.error_message
         assert t.started_at is not None and t.duration is not None and t.duration < 2 + 10, t.duration
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_run_whose_copies_stop_finishing_is_marked_stalled_and_clears_when_they_finish(settings):
+    settings.STORAGEOPS_STALL_SECONDS = 5
+    settings.STORAGEOPS_PROGRESS_SECONDS = 1
+    obj = mock_campaign("stall", dst_query="time=9", file_count=2, concurrency_steps=[2], checksum_mode="none")
+    run = runs.create_run(obj, trigger="command")
+    seen: list = []
+    thread = threading.Thread(target=lambda: seen.append(RunDriver(run.pk).drive()), daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while Run.objects.get(pk=run.pk).stalled_since is None:
+        assert time.monotonic() < deadline and thread.is_alive(), "no stall was reported"
+        time.sleep(0.2)
+    thread.join(30)
+    assert seen == [RunState.SUCCEEDED]
+    run.refresh_from_db()
+    assert run.stalled_since is None
+    said = list(Event.objects.filter(run=run, kind="run_incident").order_by("time").values_list("summary", flat=True))
+    assert said[0].startswith("Stall: no copy finished for") and "2 in flight" in said[0]
+    assert said[1].startswith("Stall over after")

@@ -19,6 +19,7 @@ from campaigns.choices import RunState, TransferState
 from campaigns.models import FtsInstance, FtsLinkLimit, Run, RunStep, Transfer
 from campaigns.runs import loop
 from campaigns.runs.lifecycle import RunDriver
+from collectors.models import Event
 from tests.support.factories import mock_campaign
 from tests.support.fts_double import FtsDouble
 
@@ -132,6 +133,7 @@ def test_a_crash_fails_the_run_closes_its_transfers_and_undoes_engine_changes(en
     run.refresh_from_db()
     assert run.state == RunState.FAILED and run.stop_reason == "driver error"
     assert "boom at the step change" in run.error
+    assert Event.objects.filter(run=run, kind="run_incident", summary__contains="the driver crashed").exists()
     assert not Transfer.objects.filter(run=run, state__in=[TransferState.QUEUED, TransferState.ACTIVE]).exists()
     if engine:
         assert FtsLinkLimit.objects.get(run=run).restored_at is not None
@@ -152,3 +154,8 @@ def test_a_driver_that_lost_its_lease_stops_and_the_next_one_finishes_every_tran
     assert_every_transfer_final(run)
     # Every transfer was written by one driver as its final record: none twice, none lost.
     assert Transfer.objects.filter(run=run, state=TransferState.SUCCEEDED).count() == 24
+    # What the run rode through is on its record, and it started once.
+    incidents = list(Event.objects.filter(run=run, kind="run_incident").values_list("summary", flat=True))
+    assert any("first-driver lost its lease" in s for s in incidents), incidents
+    assert any("resumed by driver second-driver" in s for s in incidents), incidents
+    assert Event.objects.filter(run=run, kind="run_start").count() == 1
