@@ -306,6 +306,7 @@ class Campaign(BaseModel):
                 f"A step of {self.step_files} files cannot run {max(steps)} copies at once: make it at least "
                 f"{max(steps)} files (several times that measures the step better), or lower the largest step."
             )
+        errors.update(self._size_errors())
         if self.kind == choices.CampaignKind.CHECKSUM_LOAD and self.file_mix:
             errors["file_mix"] = "A checksum load asks for checksums of files of one size: leave the mix empty."
         if self.engine == choices.Engine.FTS and self.tpc_mode == choices.TpcMode.STREAMED:
@@ -316,6 +317,24 @@ class Campaign(BaseModel):
             errors["fts_instance"] = "Choose the FTS instance that runs this campaign's transfers."
         if errors:
             raise ValidationError(errors)
+
+    def _size_errors(self) -> dict[str, str]:
+        limit = settings.STORAGEOPS_MAX_FILE_SIZE
+        mix = self.file_mix if isinstance(self.file_mix, list) else []
+        if not all(
+            isinstance(m, dict) and isinstance(m.get("size"), int) and isinstance(m.get("count"), int) for m in mix
+        ):
+            return {}  # the mix's own validator says what is wrong with it
+        sizes = [item["size"] for item in mix]
+        field = "file_mix" if sizes else "file_size"
+        sizes = sizes or [self.file_size or 0]
+        if max(sizes) > limit:
+            return {
+                field: f"Files of up to {limit:,} bytes may be planned (STORAGEOPS_MAX_FILE_SIZE); got {max(sizes):,}."
+            }
+        if self.planned_bytes >= 2**63:
+            return {field: "The campaign plans more bytes than can be counted (2^63): fewer or smaller files."}
+        return {}
 
     @property
     def planned_files(self) -> int:
