@@ -4,6 +4,8 @@ retries brings a campaign to 100 % (issue 15)."""
 
 from __future__ import annotations
 
+from urllib.parse import urlsplit
+
 import pytest
 from django.core.exceptions import ValidationError
 
@@ -15,19 +17,16 @@ from campaigns.runs.lifecycle import RunDriver
 from campaigns.runs.planning import plan
 from collectors import grafana
 from collectors.models import Event
-from tests.support.factories import campaign, endpoint
+from tests.support.factories import campaign, endpoint, half_failing_campaign
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def half_failing(name: str, **fields):
-    """Destinations taken in turn: even indices go to a good one, odd ones to one whose copies
-    time out after 1 s (errno 110: failed, category transfer_timeout; with time=0 the mock
-    plugin would let them succeed)."""
-    src = endpoint(f"{name}-src", "mock://src.test/data/")
-    good = endpoint(f"{name}-good", "mock://good.test/data/?time=0")
-    bad = endpoint(f"{name}-bad", "mock://bad.test/data/?transfer_errno=110")
-    return campaign(name, [src], [good, bad], **fields)
+@pytest.fixture(autouse=True)
+def _no_dispatch(django_capture_on_commit_callbacks):
+    """retry_failed dispatches its run on commit; these tests drive it in-process."""
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        yield callbacks
 
 
 def drive(run: Run) -> Run:
@@ -37,7 +36,7 @@ def drive(run: Run) -> Run:
 
 
 def test_a_run_with_failed_copies_ends_partial_with_its_counts():
-    run = drive(runs.create_run(half_failing("half", file_count=12), trigger="command"))
+    run = drive(runs.create_run(half_failing_campaign("half", file_count=12), trigger="command"))
     assert run.state == RunState.PARTIAL
     assert (run.files_done, run.files_failed, run.files_skipped) == (6, 6, 0)
     assert run.stop_reason == "all planned transfers finished"
@@ -50,7 +49,7 @@ def test_a_run_with_failed_copies_ends_partial_with_its_counts():
 
 
 def test_retry_failed_re_drives_exactly_the_failed_transfers_as_a_linked_run():
-    first = drive(runs.create_run(half_failing("chain", file_count=12, file_size=1000), trigger="command"))
+    first = drive(runs.create_run(half_failing_campaign("chain", file_count=12, file_size=1000), trigger="command"))
     odd = [1, 3, 5, 7, 9, 11]
     assert runs.retryable_count(first) == 6
 
@@ -102,7 +101,7 @@ def test_budget_leftovers_are_retried_under_the_budget_a_new_run_gets_now():
 
 
 def test_what_cannot_be_retried_is_refused_with_a_reason():
-    obj = half_failing("refused", file_count=4)
+    obj = half_failing_campaign("refused", file_count=4)
     pending = runs.create_run(obj, trigger="command")
     with pytest.raises(ValidationError, match="is pending: only a finished run can be retried"):
         runs.retry_failed(pending, trigger="command")
@@ -125,7 +124,7 @@ def test_what_cannot_be_retried_is_refused_with_a_reason():
 
 
 def test_a_run_cancelled_before_its_start_is_retried_whole():
-    run = runs.create_run(half_failing("never", file_count=5), trigger="command")
+    run = runs.create_run(half_failing_campaign("never", file_count=5), trigger="command")
     assert runs.request_cancel(run)
     run.refresh_from_db()
     assert run.state == RunState.CANCELLED and not Transfer.objects.filter(run=run).exists()
@@ -144,3 +143,40 @@ def test_retry_of_a_file_mix_keeps_each_index_source_and_size():
     # The mix is shuffled with the first run's id as seed, whatever the retry's id is.
     assert {t.index: (t.source, t.size) for t in plan(retry.snapshot, retry.pk)} == before
     assert retry.planned_bytes == sum(size for _, size in before.values())
+
+
+def test_missing_sources_written_later_are_retried_to_a_complete_chain(xrootd_pair):
+    """The PHENIX case on real doors: sources missing in the first run fail it partially; once
+    they exist, the retry copies exactly those, and the chain reaches 100 %."""
+    door1, door2 = xrootd_pair
+    src = endpoint("retry-src", door1.root_url_for("/data/retry/"))
+    dst = endpoint("retry-dst", door2.root_url_for("/data/retry/"))
+    obj = campaign("retry-real", [src], [dst], file_mix=[{"count": 4, "size": 100_000}, {"count": 4, "size": 300_000}],
+                   checksum_mode="both", checksum_algorithm="adler32", concurrency_steps=[4])  # fmt: skip
+    first = runs.create_run(obj, trigger="command")
+    planned = list(plan(first.snapshot, first.pk))
+
+    def write_source(t) -> None:
+        door1.write_local("/" + urlsplit(t.source).path.lstrip("/"), bytes([t.index]) * t.size)
+
+    for t in planned[::2]:
+        write_source(t)  # the odd indices' sources are not there yet
+    first = drive(first)
+    assert first.state == RunState.PARTIAL, first.error
+    assert (first.files_done, first.files_failed, first.files_skipped) == (4, 4, 0)
+    failed = Transfer.objects.filter(run=first, state="failed").order_by("index")
+    assert list(failed.values_list("index", flat=True)) == [1, 3, 5, 7]
+
+    for t in planned[1::2]:
+        write_source(t)
+    retry = drive(runs.retry_failed(first, trigger="command"))
+    assert retry.state == RunState.SUCCEEDED, list(Transfer.objects.filter(run=retry).values_list("error_message"))
+    copied = Transfer.objects.filter(run=retry).order_by("index")
+    assert [t.index for t in copied] == [1, 3, 5, 7]
+    for t in copied:
+        target = door2.local_path("/" + urlsplit(t.destination).path.lstrip("/"))
+        assert f"/run-{retry.pk}/" in str(target)
+        assert target.read_bytes() == bytes([t.index]) * t.size  # the source of that index, whole
+    chain = retry_chain(first)
+    assert (chain["files_done"], chain["planned_files"], chain["percent"], chain["complete"]) == (8, 8, 100.0, True)
+    assert runs.retryable_count(retry) == 0
