@@ -68,12 +68,14 @@ class RunState(models.TextChoices):
     RUNNING = "running", "Running"
     CANCELLING = "cancelling", "Cancelling"
     SUCCEEDED = "succeeded", "Succeeded"
+    # Finished with some planned transfers failed or never tried (a budget, a sweep's end).
+    PARTIAL = "partial", "Partial"
     FAILED = "failed", "Failed"
     CANCELLED = "cancelled", "Cancelled"
 
 
 ACTIVE_RUN_STATES = (RunState.PENDING, RunState.RUNNING, RunState.CANCELLING)
-FINAL_RUN_STATES = (RunState.SUCCEEDED, RunState.FAILED, RunState.CANCELLED)
+FINAL_RUN_STATES = (RunState.SUCCEEDED, RunState.PARTIAL, RunState.FAILED, RunState.CANCELLED)
 
 
 class RunTrigger(models.TextChoices):

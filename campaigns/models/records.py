@@ -47,6 +47,11 @@ class Run(models.Model):
     disturbed = models.BooleanField(
         default=False, help_text="A restart or config change of its hosts, backends or endpoints fell in its window."
     )
+    # A run made by "retry failed": it re-drives the transfers of `retry_of` that did not succeed.
+    retry_of = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.PROTECT, related_name="retries",
+        help_text="The run whose failed, timed-out and skipped transfers this run re-drives.",
+    )  # fmt: skip
 
     class Meta:
         ordering = ["-created"]

@@ -24,6 +24,7 @@ from campaigns.models import Run
 from campaigns.runs import leases, steps, store
 from campaigns.runs.executors import Collected, Executor, ExecutorFailed
 from campaigns.runs.outages import retrying
+from campaigns.runs.outcome import run_outcome
 from campaigns.runs.starting import current_state
 from campaigns.spec import RunSpec
 from collectors.choices import EventKind
@@ -127,10 +128,10 @@ class RunLoop:
 
     def outcome(self) -> tuple[str, str]:
         stop = self.stop or Stop(StopKind.COMPLETED, "")
-        state = stop.state
-        if state == RunState.SUCCEEDED and self.failed and not self.done:
-            state = RunState.FAILED
-        return state, stop.reason
+        planned = self.run_obj.planned_files
+        # What is neither done nor failed now is closed as skipped once the outcome is decided.
+        skipped = max(planned - self.done - self.failed, 0)
+        return run_outcome(stop.state, planned, self.done, self.failed, skipped), stop.reason
 
     def absorb(self, got: Collected) -> None:
         self.busy = bool(got)

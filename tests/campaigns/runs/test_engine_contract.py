@@ -99,7 +99,8 @@ def test_a_file_bounded_sweep_runs_every_step_with_its_own_files(engine):
 
 def test_a_byte_budget_stops_the_run_at_most_one_file_over_and_names_the_budget(engine):
     run = new_run("contract-budget", engine, file_count=40, concurrency_steps=[2], max_bytes=5 * SIZE)
-    assert RunDriver(run.pk).drive() == RunState.SUCCEEDED
+    # 34 or 35 planned transfers were never tried: partial, not succeeded.
+    assert RunDriver(run.pk).drive() == RunState.PARTIAL
     run.refresh_from_db()
     assert run.stop_reason.startswith("byte budget reached")
     assert 5 * SIZE <= run.bytes_done <= 6 * SIZE

@@ -6,7 +6,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("campaigns", "0002_initial"),
+        ("campaigns", "0004_run_retry_of"),
     ]
 
     operations = [
