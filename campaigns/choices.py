@@ -48,6 +48,11 @@ class ChecksumAlgorithm(models.TextChoices):
     MD5 = "md5", "md5"
 
 
+class StepBarrier(models.TextChoices):
+    DRAIN = "drain", "Drain: the next step starts when the last one's copies have ended"
+    NONE = "none", "None: the next step's copies start as the last one's finish (long soak runs)"
+
+
 class Cleanup(models.TextChoices):
     KEEP = "keep", "Keep the files"
     DELETE = "delete", "Delete the run's files at its end"
@@ -63,12 +68,14 @@ class RunState(models.TextChoices):
     RUNNING = "running", "Running"
     CANCELLING = "cancelling", "Cancelling"
     SUCCEEDED = "succeeded", "Succeeded"
+    # Finished with some planned transfers failed or never tried (a budget, a sweep's end).
+    PARTIAL = "partial", "Partial"
     FAILED = "failed", "Failed"
     CANCELLED = "cancelled", "Cancelled"
 
 
 ACTIVE_RUN_STATES = (RunState.PENDING, RunState.RUNNING, RunState.CANCELLING)
-FINAL_RUN_STATES = (RunState.SUCCEEDED, RunState.FAILED, RunState.CANCELLED)
+FINAL_RUN_STATES = (RunState.SUCCEEDED, RunState.PARTIAL, RunState.FAILED, RunState.CANCELLED)
 
 
 class RunTrigger(models.TextChoices):
@@ -102,3 +109,18 @@ class ErrorCategory(models.TextChoices):
     FILE_EXISTS = "file_exists", "File exists"
     CANCELLED = "cancelled", "Cancelled"
     OTHER = "other", "Other"
+
+
+# Failures another attempt may cure (a door restarting, an overloaded gateway, a network
+# hiccup); a missing file, a refused permission, a full disk or a wrong checksum will fail the
+# same way again, and a cancel was asked for.
+RETRYABLE_ERRORS = frozenset(
+    {
+        ErrorCategory.TRANSFER_TIMEOUT,
+        ErrorCategory.CHECKSUM_TIMEOUT,
+        ErrorCategory.HTTP_5XX,
+        ErrorCategory.TPC_FAILURE,
+        ErrorCategory.CONNECTION_REFUSED,
+        ErrorCategory.OTHER,
+    }
+)

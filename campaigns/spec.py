@@ -34,6 +34,18 @@ class FtsSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class RetrySpec:
+    """A run made by "retry failed": which run it retries and which of that run's transfers.
+
+    `seed` is the seed of the first run of the chain, so a file mix is shuffled the same way
+    and each index keeps its source and size."""
+
+    of: int
+    indices: tuple[int, ...]
+    seed: int
+
+
+@dataclass(frozen=True, slots=True)
 class RunSpec:
     campaign_id: int | None
     name: str
@@ -56,9 +68,12 @@ class RunSpec:
     overwrite: bool
     create_parent: bool
     retries: int
+    retry_delay: int
     concurrency_steps: tuple[int, ...]
     step_seconds: int | None
     step_files: int | None
+    step_barrier: str
+    start_together: bool
     max_bytes: int | None
     max_duration: int | None
     cancel_grace: int
@@ -75,6 +90,7 @@ class RunSpec:
     # tightest of that and what was left of the daily and weekly budgets when it was created.
     campaign_max_bytes: int | None = None
     fts: FtsSpec = field(default_factory=FtsSpec)
+    retry: RetrySpec | None = None
 
     @classmethod
     def from_snapshot(cls, snapshot: dict) -> RunSpec:
@@ -93,6 +109,11 @@ class RunSpec:
         fts = snapshot.get("fts") or {}
         known = {f.name for f in fields(FtsSpec)}
         values["fts"] = FtsSpec(**{k: v for k, v in fts.items() if k in known})
+        retry = snapshot.get("retry")
+        if retry:
+            values["retry"] = RetrySpec(
+                of=int(retry["of"]), indices=tuple(int(i) for i in retry["indices"]), seed=int(retry["seed"])
+            )
         return cls(campaign_id=snapshot.get("campaign_id"), **values)
 
     @classmethod
@@ -124,7 +145,9 @@ class RunSpec:
 
 # The names a snapshot's "parameters" hold (planning.PARAMETER_FIELDS), with the model's defaults.
 PARAMETER_NAMES = tuple(
-    f.name for f in fields(RunSpec) if f.name not in ("campaign_id", "byte_budget_label", "campaign_max_bytes", "fts")
+    f.name
+    for f in fields(RunSpec)
+    if f.name not in ("campaign_id", "byte_budget_label", "campaign_max_bytes", "fts", "retry")
 )
 
 

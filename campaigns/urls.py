@@ -15,6 +15,7 @@ urlpatterns = [
     path("runs/<int:pk>/", run_views.RunDetailView.as_view(), name="run_detail"),
     path("runs/<int:pk>/progress/", run_views.run_progress, name="run_progress"),
     path("runs/<int:pk>/cancel/", run_views.run_cancel, name="run_cancel"),
+    path("runs/<int:pk>/retry-failed/", run_views.run_retry_failed, name="run_retry_failed"),
     path("runs/<int:pk>/transfers/", run_views.run_transfers, name="run_transfers"),
     path("runs/<int:pk>/errors/<str:category>/", run_views.run_errors, name="run_errors"),
     path("runs/<int:pk>/charts/<str:name>.json", run_views.run_chart, name="run_chart"),

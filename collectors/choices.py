@@ -22,6 +22,10 @@ class EventKind(models.TextChoices):
     RUN_END = "run_end", "Run end"
     FTS_CONFIG = "fts_config", "FTS config change"
     SCHEDULE = "schedule", "Scheduler decision"
+    # What a run rode through: a resume after its driver died, a lost lease, a crash, a
+    # database outage, a stall. On the run's charts like any event; not a disturbance of the
+    # storage (the storage did not change), so never trimmed around.
+    RUN_INCIDENT = "run_incident", "Run incident"
 
 
 # Kinds whose minutes are left out when an analysis trims around disturbances.

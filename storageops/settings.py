@@ -170,6 +170,11 @@ CELERY_BEAT_SCHEDULER = "storageops.beat:Scheduler"
 # How long a run driver may be silent before another worker takes the run over.
 STORAGEOPS_RUN_LEASE_SECONDS = env_int("STORAGEOPS_RUN_LEASE_SECONDS", 30, minimum=5)
 STORAGEOPS_PROGRESS_SECONDS = env_int("STORAGEOPS_PROGRESS_SECONDS", 2, minimum=1, maximum=60)
+# The largest file a campaign may plan (default 1 TB): a typo of a few zeros must not fill a
+# door's disk, or the temporary space generated sources pass through.
+STORAGEOPS_MAX_FILE_SIZE = env_int("STORAGEOPS_MAX_FILE_SIZE", 10**12, minimum=1, maximum=2**62)
+# Copies in flight and none finished for this long: the run is stalled (an event and a banner).
+STORAGEOPS_STALL_SECONDS = env_int("STORAGEOPS_STALL_SECONDS", 60, minimum=5, maximum=86400)
 STORAGEOPS_MAX_CONCURRENCY = env_int("STORAGEOPS_MAX_CONCURRENCY", 2000, minimum=1)
 # The rate (bit/s) a capacity projection sizes doors for when a campaign names none, e.g. the
 # site's WAN link; 0 leaves projections without a target.

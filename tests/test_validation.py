@@ -119,3 +119,23 @@ def test_one_sided_checksum_needs_generated_sources():
         Campaign(name="one-sided", checksum_mode="source").save()
     assert "create the source files" in exc.value.message_dict["checksum_mode"][0]
     Campaign(name="one-sided-ok", checksum_mode="target", create_sources=True).save()
+
+
+@pytest.mark.django_db
+def test_file_sizes_past_the_limit_or_the_counters_are_refused_with_a_clear_error(settings):
+    from django.core.exceptions import ValidationError
+
+    from tests.support.factories import mock_campaign
+
+    obj = mock_campaign("sizes", file_size=1000)
+    settings.STORAGEOPS_MAX_FILE_SIZE = 10**12
+    obj.file_size = 10**18
+    with pytest.raises(ValidationError, match="Files of up to 1,000,000,000,000 bytes"):
+        obj.full_clean()
+    obj.file_size, obj.file_mix = 1000, [{"count": 10, "size": 2 * 10**12}]
+    with pytest.raises(ValidationError, match="STORAGEOPS_MAX_FILE_SIZE"):
+        obj.full_clean()
+    settings.STORAGEOPS_MAX_FILE_SIZE = 2**62
+    obj.file_mix = [{"count": 4, "size": 2**62}]
+    with pytest.raises(ValidationError, match="more bytes than can be counted"):
+        obj.full_clean()

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from campaigns import runs
 from campaigns.models import (
     SCHEDULE_SETTINGS,
     Backend,
@@ -144,9 +145,19 @@ class RunSerializer(BaseModelSerializer):
         "GET runs/{id}/verdict/ recomputes it from the rows."
     )
 
+    retries = serializers.PrimaryKeyRelatedField(
+        many=True, read_only=True, help_text="Runs made by retry-failed of this run (at most one)."
+    )
+    retryable = serializers.SerializerMethodField(
+        help_text="How many transfers POST runs/{id}/retry-failed/ would re-drive now (0: it would be refused)."
+    )
+
     def get_verdict(self, obj) -> dict | None:
         # Stored only: computing a live run's verdict for every row of a list is too dear.
         return (readers.stored(obj) or {}).get("verdict")
+
+    def get_retryable(self, obj) -> int:
+        return runs.retryable_count(obj)
 
     class Meta:
         model = Run
@@ -176,6 +187,9 @@ class RunSerializer(BaseModelSerializer):
             "eta_seconds",
             "stop_reason",
             "disturbed",
+            "retry_of",
+            "retries",
+            "retryable",
             "snapshot",
             "versions",
             "summary",

@@ -96,11 +96,15 @@ class CampaignScheduleViewSet(BaseViewSet):
 
 
 class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
-    queryset = Run.objects.select_related("campaign")
+    queryset = Run.objects.select_related("campaign").prefetch_related("retries")
     serializer_class = RunSerializer
     permission_classes = [RolePermission]
     filterset_fields = ["campaign", "campaign__name", "state", "disturbed"]
-    action_permissions = {"cancel": ["campaigns.cancel_run"], "cleanup": ["campaigns.start_run"]}
+    action_permissions = {
+        "cancel": ["campaigns.cancel_run"],
+        "cleanup": ["campaigns.start_run"],
+        "retry_failed": ["campaigns.start_run"],
+    }
 
     @extend_schema(request=None, responses={202: RunSerializer})
     @action(detail=True, methods=["post"])
@@ -123,6 +127,15 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
 
         cleanup_run.delay(run.pk)
         return Response(RunSerializer(run, context={"request": request}).data, status=status.HTTP_202_ACCEPTED)
+
+    @extend_schema(request=None, responses={201: RunSerializer})
+    @action(detail=True, methods=["post"], url_path="retry-failed")
+    def retry_failed(self, request, pk=None):
+        """Re-drive the run's transfers that did not succeed (failed, timed out, skipped, cancelled)
+        as a new run linked to it (its retry_of); 400 when the run is live, already retried, or
+        has nothing to retry."""
+        retry = runs.retry_failed(self.get_object(), user=request.user, trigger="api")
+        return Response(RunSerializer(retry, context={"request": request}).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(
         parameters=[OpenApiParameter("as", str, enum=["csv", "json"], description="Export format (default csv).")],

@@ -182,6 +182,13 @@ class Campaign(BaseModel):
     overwrite = models.BooleanField(default=True)
     create_parent = models.BooleanField(default=True)
     retries = models.PositiveSmallIntegerField(default=0, validators=[MaxValueValidator(10)])
+    retry_delay = models.PositiveIntegerField(
+        "retry delay (s)",
+        default=10,
+        validators=[MaxValueValidator(3600)],
+        help_text="A failed attempt waits this long before its retry, doubling with each attempt: a door that "
+        "restarts in under a minute loses no file.",
+    )
     concurrency_steps = models.JSONField(
         default=default_concurrency_steps,
         validators=[validate_concurrency_steps],
@@ -192,6 +199,17 @@ class Campaign(BaseModel):
     )
     step_files = models.PositiveIntegerField(
         null=True, blank=True, validators=[MinValueValidator(1)], help_text="…or until this many files finished."
+    )
+    step_barrier = models.CharField(
+        max_length=10,
+        choices=choices.StepBarrier.choices,
+        default=choices.StepBarrier.DRAIN,
+        help_text="With a drain, no copy of a step runs beside the next step's: each step measures its own "
+        "concurrency.",
+    )
+    start_together = models.BooleanField(
+        default=False,
+        help_text="A step's copies begin at the same moment (client-count sweeps: all clients start at once).",
     )
     max_bytes = models.PositiveBigIntegerField(
         "byte budget",
@@ -283,14 +301,40 @@ class Campaign(BaseModel):
                 "Source-only or target-only checks compare against the data's known checksum: "
                 "let StorageOps create the source files, or check both sides."
             )
+        if isinstance(steps, list) and self.step_files and steps and max(steps) > self.step_files:
+            errors["step_files"] = (
+                f"A step of {self.step_files} files cannot run {max(steps)} copies at once: make it at least "
+                f"{max(steps)} files (several times that measures the step better), or lower the largest step."
+            )
+        errors.update(self._size_errors())
         if self.kind == choices.CampaignKind.CHECKSUM_LOAD and self.file_mix:
             errors["file_mix"] = "A checksum load asks for checksums of files of one size: leave the mix empty."
         if self.engine == choices.Engine.FTS and self.tpc_mode == choices.TpcMode.STREAMED:
             errors["tpc_mode"] = "FTS does third-party copies; streamed mode needs the gfal2 engine."
+        if self.engine == choices.Engine.FTS and self.start_together:
+            errors["start_together"] = "FTS's scheduler starts copies itself: starting together needs the gfal2 engine."
         if self.engine == choices.Engine.FTS and not self.fts_instance_id:
             errors["fts_instance"] = "Choose the FTS instance that runs this campaign's transfers."
         if errors:
             raise ValidationError(errors)
+
+    def _size_errors(self) -> dict[str, str]:
+        limit = settings.STORAGEOPS_MAX_FILE_SIZE
+        mix = self.file_mix if isinstance(self.file_mix, list) else []
+        if not all(
+            isinstance(m, dict) and isinstance(m.get("size"), int) and isinstance(m.get("count"), int) for m in mix
+        ):
+            return {}  # the mix's own validator says what is wrong with it
+        sizes = [item["size"] for item in mix]
+        field = "file_mix" if sizes else "file_size"
+        sizes = sizes or [self.file_size or 0]
+        if max(sizes) > limit:
+            return {
+                field: f"Files of up to {limit:,} bytes may be planned (STORAGEOPS_MAX_FILE_SIZE); got {max(sizes):,}."
+            }
+        if self.planned_bytes >= 2**63:
+            return {field: "The campaign plans more bytes than can be counted (2^63): fewer or smaller files."}
+        return {}
 
     @property
     def planned_files(self) -> int:

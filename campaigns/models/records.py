@@ -41,10 +41,17 @@ class Run(models.Model):
     # The lease of the worker driving the run: a silent driver's run is taken over.
     executor = models.CharField(max_length=200, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
+    # Set while copies are in flight and none has finished for STORAGEOPS_STALL_SECONDS.
+    stalled_since = models.DateTimeField(null=True, blank=True)
     summary = models.JSONField(default=dict, blank=True)
     disturbed = models.BooleanField(
         default=False, help_text="A restart or config change of its hosts, backends or endpoints fell in its window."
     )
+    # A run made by "retry failed": it re-drives the transfers of `retry_of` that did not succeed.
+    retry_of = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.PROTECT, related_name="retries",
+        help_text="The run whose failed, timed-out and skipped transfers this run re-drives.",
+    )  # fmt: skip
 
     class Meta:
         ordering = ["-created"]
@@ -119,6 +126,10 @@ class Transfer(models.Model):
     source_checksum = models.CharField(max_length=128, blank=True)
     destination_checksum = models.CharField(max_length=128, blank=True)
     # Filled by the FTS engine; database defaults so the plan's COPY need not name them.
+    # A failed attempt that will be retried waits until then; earlier attempts are kept, one
+    # {attempt, started_at, finished_at, duration, category, code, message} each.
+    retry_at = models.DateTimeField(null=True, blank=True)
+    history = models.JSONField(default=list, blank=True)
     fts_job_id = models.CharField("FTS job id", max_length=64, blank=True, default="", db_default="")
     fts_file_id = models.BigIntegerField("FTS file id", null=True, blank=True)
     transfer_host = models.CharField(

@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 
 from campaigns.choices import TransferState
 from campaigns.models import Endpoint, Run, Transfer
+from campaigns.results import concurrency
 from campaigns.spec import RunSpec
 
 _FIELDS = (
@@ -180,10 +181,13 @@ def run_summary(run: Run, exclude: list[tuple[datetime, datetime]] | None = None
         _merge(door, agg)
     summary = {
         "total": total.as_dict(),
-        "steps": [
-            {"step": index, "concurrency": spec.concurrency_of(index), **steps[index].as_dict()}
-            for index in sorted(steps)
-        ],
+        "steps": concurrency.with_achieved(
+            run,
+            [
+                {"step": index, "concurrency": spec.concurrency_of(index), **steps[index].as_dict()}
+                for index in sorted(steps)
+            ],
+        ),
         "destinations": {endpoint_names.get(k, str(k)): v.as_dict() for k, v in by_destination.items()},
         "sources": {endpoint_names.get(k, str(k)): v.as_dict() for k, v in by_source.items()},
         "doors": {name: agg.as_dict() for name, agg in sorted(per_door.items())},

@@ -154,7 +154,8 @@ def scatter(run: Run, points: int = SCATTER_POINTS) -> dict:
     """Duration against size of an evenly spaced sample of successful copies: looked up by
     index through the unique (run, index) key, however many copies the run has."""
     stride = max(1, -(-run.planned_files // points))
-    indexes = list(range(0, run.planned_files, stride))
+    retry = RunSpec.of(run).retry  # a retry plans some indices of its first run only
+    indexes = list(retry.indices[::stride]) if retry else list(range(0, run.planned_files, stride))
     rows = Transfer.objects.filter(run=run, index__in=indexes, state=TransferState.SUCCEEDED).values_list(
         "size", "duration", "step"
     )

@@ -60,6 +60,7 @@ def finalize(run: Run, *, state: str, reason: str, now: datetime, extras: dict |
         "active_transfers": 0,
         "eta_seconds": None,
         "heartbeat_at": now,
+        "stalled_since": None,
     }
     Run.objects.filter(pk=run.pk).update(**final)
     for field, value in final.items():

@@ -16,6 +16,7 @@ from django.db.models import Count, Max, Min, Q, Sum
 
 from campaigns.choices import TransferState
 from campaigns.models import Run, Transfer
+from campaigns.results import concurrency
 from campaigns.results.analysis import figures
 from campaigns.spec import RunSpec
 
@@ -68,7 +69,10 @@ def step_table(run: Run, rows: list[dict], excluded: Iterable[tuple[datetime, da
     """The step rows of a run from groups that include "step", each with its concurrency."""
     spec, excluded = RunSpec.of(run), list(excluded)
     indexes = sorted({r["step"] for r in rows if r["step"] is not None})
-    return [
-        {"step": k, "concurrency": spec.concurrency_of(k), **merged((r for r in rows if r["step"] == k), excluded)}
-        for k in indexes
-    ]
+    return concurrency.with_achieved(
+        run,
+        [
+            {"step": k, "concurrency": spec.concurrency_of(k), **merged((r for r in rows if r["step"] == k), excluded)}
+            for k in indexes
+        ],
+    )

@@ -3,23 +3,50 @@
 The run driver keeps a few more jobs queued than threads exist, so a thread that finishes
 a copy starts the next one at once instead of waiting for the driver's next database
 round trip; the number of threads alone bounds how many copies run at the same time.
+
+Every copy has a deadline StorageOps enforces itself, whatever the plugin does: gfal2 copies
+were seen to stay in filecopy for minutes past their own timeout (a restarted door, a closed
+port) and checksum requests on root:// cannot be interrupted at all. At the deadline the
+copy's context is cancelled; a copy that still has not returned a little later is given up:
+its result is written as a timeout, its thread is left to finish alone (its late result is
+dropped) and a new thread takes its slot, so the step keeps its concurrency.
 """
 
 from __future__ import annotations
 
+import errno
 import queue
 import threading
 import time
 from collections import Counter
+from dataclasses import dataclass
 
 from campaigns.runs.engines.base import CopyJob, CopyResult
 
 _IDLE_POLL = 0.2
+# How long a cancelled copy may take to return before it is given up.
+GIVE_UP = 5.0
+
+
+@dataclass
+class _Slot:
+    """The copy a thread is running: when it began, and what the deadline did to it."""
+
+    job: CopyJob
+    started: float  # epoch, for the record
+    tick: float  # monotonic, for the deadline
+    cancelled_at: float | None = None
+    given_up: bool = False
 
 
 class CopyPool:
-    def __init__(self, copier) -> None:
+    def __init__(self, copier, deadline: float | None = None) -> None:
+        """deadline: seconds a copy may run before StorageOps cancels it (None: no deadline)."""
         self.copier = copier
+        self.deadline = deadline
+        self._slots: dict[int, _Slot] = {}  # thread ident -> its copy
+        self._given_up: set[int] = set()  # threads whose copy was given up: never waited for
+        self._size = 0
         self.work: queue.SimpleQueue[CopyJob | None] = queue.SimpleQueue()
         self.results: queue.SimpleQueue[CopyResult] = queue.SimpleQueue()
         self._lock = threading.Lock()
@@ -29,11 +56,15 @@ class CopyPool:
         self._copying = 0
         self._started: Counter[int] = Counter()  # step index -> copies started
         self._closed = threading.Event()
+        self._gate = threading.Event()  # cleared while a step's copies wait to start together
+        self._gate.set()
+        self._held = 0  # threads waiting at the gate with a job
 
     # -- size -------------------------------------------------------------------------------
     def resize(self, size: int) -> None:
         """Grow at once; shrink as threads finish their current copy."""
         with self._lock:
+            self._size = size
             effective = self._alive - self._retire
             if size <= effective:
                 self._retire += effective - size
@@ -61,20 +92,98 @@ class CopyPool:
                 continue
             if job is None:  # close() wakes idle threads with one None each
                 break
+            # A step that starts together: every thread waits here, job in hand, for the word.
+            if not self._gate.is_set():
+                with self._lock:
+                    self._held += 1
+                while not self._gate.wait(_IDLE_POLL) and not self._closed.is_set():
+                    pass
+                with self._lock:
+                    self._held -= 1
+            slot = _Slot(job, time.time(), time.monotonic())
+            me = threading.get_ident()
             with self._lock:
                 self._copying += 1
                 self._started[job.step] += 1
+                self._slots[me] = slot
             try:
                 result = self.copier.copy(job)
             except Exception as exc:  # noqa: BLE001 - an engine bug must not lose the transfer
                 now = time.time()
                 result = CopyResult(job, False, now, now, 0.0, message=f"engine error: {exc!r}", category="other")
-            finally:
-                with self._lock:
-                    self._copying -= 1
+            with self._lock:
+                self._slots.pop(me, None)
+                if slot.given_up:
+                    # Its timeout was recorded and its slot given to a new thread: this one just ends.
+                    return
+                self._copying -= 1
+            if slot.cancelled_at is not None and not result.ok:
+                result = self._timed_out(slot, result)
             self.results.put(result)
         with self._lock:
             self._alive -= 1
+
+    # -- starting together ----------------------------------------------------------------------
+    def hold(self) -> None:
+        """Threads that take a job wait with it until release(): a step's copies begin at once."""
+        self._gate.clear()
+
+    def release(self) -> None:
+        self._gate.set()
+
+    def holding(self) -> bool:
+        return not self._gate.is_set()
+
+    def ready(self) -> int:
+        """Threads with a job in hand waiting at the gate."""
+        with self._lock:
+            return self._held
+
+    # -- deadlines ----------------------------------------------------------------------------
+    def enforce_deadlines(self) -> int:
+        """Cancel copies past their deadline; give up on those that ignored the cancel.
+        Called from the driver's loop; returns how many copies it acted on."""
+        if not self.deadline:
+            return 0
+        now = time.monotonic()
+        cancel, give_up = [], []
+        with self._lock:
+            for ident, slot in self._slots.items():
+                if slot.cancelled_at is None and now - slot.tick >= self.deadline:
+                    slot.cancelled_at = now
+                    cancel.append(ident)
+                elif slot.cancelled_at is not None and not slot.given_up and now - slot.cancelled_at >= GIVE_UP:
+                    slot.given_up = True
+                    self._copying -= 1
+                    self._alive -= 1
+                    self._given_up.add(ident)
+                    give_up.append(slot)
+        for ident in cancel:
+            _in_background(self.copier.cancel_thread, ident)
+        for slot in give_up:
+            self.results.put(self._timed_out(slot, None))
+        if give_up and not self._closed.is_set():
+            self.resize(self._size)  # new threads for the slots given up
+        return len(cancel) + len(give_up)
+
+    def _timed_out(self, slot: _Slot, result: CopyResult | None) -> CopyResult:
+        """The record of a copy StorageOps stopped at its deadline: a timeout, with what the
+        engine said (if it said anything) kept in the message."""
+        now = time.time()
+        said = f"; the engine said: {result.message}" if result is not None and result.message else ""
+        ended = "was cancelled" if result is not None else "ignored the cancel and was given up"
+        return CopyResult(
+            slot.job,
+            False,
+            slot.started,
+            now,
+            now - slot.started,
+            code=errno.ETIMEDOUT,
+            message=f"No result within StorageOps' {self.deadline:.0f} s deadline: the copy {ended}{said}",
+            category=self.copier.timeout_category,
+            copy_mode=result.copy_mode if result is not None else "",
+            source_checksum=slot.job.checksum,
+        )
 
     # -- jobs ---------------------------------------------------------------------------------
     def submit(self, jobs: list[CopyJob]) -> None:
@@ -116,12 +225,21 @@ class CopyPool:
         except queue.Empty:
             return got
 
-    def cancel_running(self) -> int:
-        return self.copier.cancel_all()
+    def cancel_running(self) -> None:
+        _in_background(self.copier.cancel_all)
 
     def close(self, timeout: float = 5.0) -> None:
+        """Stop the threads; waits `timeout` seconds in all (a copy given up may never return)."""
         self._closed.set()
         for _ in self._threads:
             self.work.put(None)
+        end = time.monotonic() + timeout
         for thread in self._threads:
-            thread.join(timeout=timeout)
+            if thread.ident not in self._given_up:
+                thread.join(timeout=max(end - time.monotonic(), 0.0))
+
+
+def _in_background(call, *args) -> None:
+    """gfal2's context.cancel() was seen to block for as long as the copy it cancels (a door
+    that accepts and never answers): it must never hold up the driver's loop."""
+    threading.Thread(target=call, args=args, name="cancel", daemon=True).start()

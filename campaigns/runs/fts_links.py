@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
-from datetime import datetime
+from datetime import UTC, datetime
 
 from django.utils import timezone
 
@@ -20,6 +20,7 @@ from campaigns.runs.planning import plan
 from collectors.events import log_event
 
 log = logging.getLogger(__name__)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # The fields of a link config FTS echoes and takes back on POST.
 _LINK_FIELDS = ("source", "destination", "symbolicname", "min_active", "max_active", "nostreams", "optimizer_mode")
 
@@ -71,6 +72,32 @@ def apply_step(client: FtsClient, run: Run, links: list[tuple[str, str]], concur
             + ")",
             {"link": record.symbolicname, "set": record.applied, "previous": record.previous},
         )
+
+
+def in_force(client: FtsClient, run: Run, links: list[tuple[str, str]], concurrency: int) -> bool | None:
+    """Whether FTS's scheduler obeys `concurrency` on every link now; None: FTS does not say.
+
+    A range set with POST /config/links is not what FTS's scheduler reads: it reads the
+    optimizer's value for the link, which the optimizer sets from the range at its next pass
+    (every 60 s by default), and which a link without one yet does not have at all (then the
+    scheduler starts up to 10 files per pass). Each decision is a row of GET /optimizer/evolution
+    and the value in force is the newest one: when that is `concurrency` for every link, it is in
+    force and stays so, since the range is fixed there. No clock is compared with FTS's.
+    """
+    for source, dest in links:
+        evolution = client.optimizer_evolution(source, dest)
+        if evolution is None:
+            return None
+        # Newest first as FTS lists them; max() keeps the first of equal times.
+        newest = max(evolution, key=lambda e: parse_time(e.get("datetime")) or _EPOCH, default=None)
+        if newest is None or newest.get("active") != concurrency:
+            return False
+    _event(
+        run,
+        f"FTS optimizer put {concurrency} active in force on {len(links)} link(s)",
+        {"links": [f"{s} {d}" for s, d in links], "active": concurrency},
+    )
+    return True
 
 
 def restore(client: FtsClient, run: Run) -> list[str]:

@@ -25,7 +25,9 @@ from campaigns.runs.outages import retrying
 from campaigns.runs.planning import plan
 from campaigns.runs.sources import create_sources
 from campaigns.spec import RunSpec
+from collectors.choices import EventKind
 from collectors.events import log_event
+from collectors.models import Event
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +89,7 @@ class RunDriver:
             return state
         except LeaseLost:
             log.warning("run %s: lease lost to another driver; stopping", self.run_id)
+            self._incident(run, f"Driver {self.executor} lost its lease on run {run} to another driver and stopped")
             return "lease lost"
         except Exception as exc:
             log.exception("run %s crashed", self.run_id)
@@ -107,7 +110,9 @@ class RunDriver:
             Run.objects.filter(pk=run.pk, executor=self.executor).update(
                 state=run.state, started_at=run.started_at, versions=run.versions
             )
-        log_event("run_start", f"Run {run} started ({run.planned_files} files)", run=run)
+        # A driver that died in its preparation is followed by another: one start on the record.
+        if not Event.objects.filter(run=run, kind=EventKind.RUN_START).exists():
+            log_event("run_start", f"Run {run} started ({run.planned_files} files)", run=run)
 
     def _resume(self, run: Run) -> None:
         said = self.engine.resume()
@@ -116,6 +121,7 @@ class RunDriver:
         for key, value in counts.items():
             setattr(run, key, value)
         log.info("run %s resumed: %s", run.pk, said)
+        self._incident(run, f"Run {run} resumed by driver {self.executor}: {said}")
 
     # -- endings --------------------------------------------------------------------------------
     def _finish(self, run: Run, state: str, reason: str, extras: dict) -> None:
@@ -139,6 +145,12 @@ class RunDriver:
                 # The run's record stands whatever happens to its clean-up.
                 log.exception("run %s: clean-up failed", run.pk)
 
+    def _incident(self, run: Run, summary: str) -> None:
+        try:
+            log_event(EventKind.RUN_INCIDENT, summary, run=run)
+        except DatabaseError:
+            log.exception("run %s: could not record: %s", self.run_id, summary)
+
     def _crash(self, exc: BaseException) -> None:
         if self.engine is not None:
             try:
@@ -155,5 +167,6 @@ class RunDriver:
                 active_transfers=0,
             )
             store.close_remaining(self.run_id, TransferState.SKIPPED, f"run failed: {exc!r}"[:500])
+            self._incident(Run(pk=self.run_id), f"Run {self.run_id}: the driver crashed ({exc!r})"[:300])
         except DatabaseError:
             log.exception("run %s: could not record the crash", self.run_id)

@@ -14,17 +14,21 @@ import math
 import time
 from collections import deque
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from django.conf import settings
 from django.utils import timezone
 
-from campaigns.choices import RunState
+from campaigns.choices import RunState, StepBarrier
 from campaigns.models import Run
 from campaigns.runs import leases, steps, store
 from campaigns.runs.executors import Collected, Executor, ExecutorFailed
 from campaigns.runs.outages import retrying
+from campaigns.runs.outcome import run_outcome
 from campaigns.runs.starting import current_state
 from campaigns.spec import RunSpec
+from collectors.choices import EventKind
+from collectors.events import log_event
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +93,11 @@ class RunLoop:
         self.recent: deque[tuple[float, int]] = deque()
         self.last_control = self.last_progress = self.last_claim = self.last_abort = 0.0
         self.queue_empty = False
+        self.retries_due = 0.0  # epoch before which no queued transfer is due (all wait for a retry)
+        self.draining = False  # the step's time or files are done; its copies are still ending
         self.busy = False
+        self.last_result = 0.0
+        self.stalled_since: float | None = None
         self.stop: Stop | None = None
         self.abort_from: float | None = None
 
@@ -120,13 +128,18 @@ class RunLoop:
 
     def outcome(self) -> tuple[str, str]:
         stop = self.stop or Stop(StopKind.COMPLETED, "")
-        state = stop.state
-        if state == RunState.SUCCEEDED and self.failed and not self.done:
-            state = RunState.FAILED
-        return state, stop.reason
+        planned = self.run_obj.planned_files
+        # What is neither done nor failed now is closed as skipped once the outcome is decided.
+        skipped = max(planned - self.done - self.failed, 0)
+        return run_outcome(stop.state, planned, self.done, self.failed, skipped), stop.reason
 
     def absorb(self, got: Collected) -> None:
         self.busy = bool(got)
+        if got.returned:
+            self.last_result = time.time()
+            if self.stalled_since is not None:
+                self.incident(f"Stall over after {self.last_result - self.stalled_since:.0f} s: copies finish again")
+                self.stalled_since = None
         self.handed -= got.returned
         self.handed_bytes -= got.returned_bytes
         self.settled += got.returned_bytes
@@ -136,6 +149,7 @@ class RunLoop:
         self.failed += got.failed
         if got.requeued:
             self.queue_empty = False
+            self.retries_due = 0.0
 
     # -- control: cancel, heartbeat, progress -------------------------------------------------
     def control(self, now: float) -> None:
@@ -147,12 +161,23 @@ class RunLoop:
                 self.halt(Stop(StopKind.CANCELLED, "cancelled", give_back=True), now + self.spec.cancel_grace)
             if now - self.last_progress >= settings.STORAGEOPS_PROGRESS_SECONDS:
                 self.last_progress = now
+                self.watch_for_stall(now)
                 if not self._retrying(leases.renew_lease, run.pk, self.executor, **self.progress(now)):
                     raise LeaseLost
         if self.abort_from is not None and now >= self.abort_from and now - self.last_abort >= ABORT_EVERY:
             if self.engine.outstanding():
                 self.engine.cancel(abort_running=True)
             self.last_abort = now
+
+    def watch_for_stall(self, now: float) -> None:
+        """Copies in flight and none finishing for STORAGEOPS_STALL_SECONDS: say so, once."""
+        quiet = now - max(self.last_result, self.run_started)
+        if self.stalled_since is None and self.engine.outstanding() and quiet >= settings.STORAGEOPS_STALL_SECONDS:
+            self.stalled_since = now
+            self.incident(f"Stall: no copy finished for {quiet:.0f} s with {self.engine.outstanding()} in flight")
+
+    def incident(self, summary: str) -> None:
+        self._retrying(log_event, EventKind.RUN_INCIDENT, summary, run=self.run_obj)
 
     def halt(self, stop: Stop, abort_at: float) -> None:
         """Stop with copies in flight aborted at `abort_at` (a cancel's grace, or at once)."""
@@ -173,6 +198,7 @@ class RunLoop:
             "current_step": self.step.index,
             "current_concurrency": self.step.concurrency,
             "progress_at": timezone.now(),
+            "stalled_since": _aware(self.stalled_since),
         }
 
     # -- budgets and steps ----------------------------------------------------------------------
@@ -189,11 +215,16 @@ class RunLoop:
                 StopKind.BYTES,
                 f"{spec.byte_budget_label} reached ({self.moved} of {spec.max_bytes} bytes moved or in flight)",
             )
-        elif timed_out or (filled and self.engine.unstarted(self.step.index) == 0):
+        elif self.draining or timed_out or (filled and self.engine.unstarted(self.step.index) == 0):
             if self.step.index + 1 < len(spec.concurrency_steps):
-                if timed_out:
+                if timed_out and not self.draining:
                     # Jobs not yet started belong to the new step: give them back to be re-claimed.
                     self.give_back()
+                # The barrier: the step's last copies end before the next step's first begin, so
+                # no copy of one step runs beside another's and each measures its own concurrency.
+                self.draining = spec.step_barrier == StepBarrier.DRAIN and self.engine.outstanding() > 0
+                if self.draining:
+                    return
                 self.step = self._retrying(steps.next_step, self.step, spec)
                 self.step_claimed = 0
                 self.enter_step()
@@ -211,7 +242,7 @@ class RunLoop:
         self.halt(Stop(StopKind.FAILED, reason[:200], give_back=True), time.time())
 
     def fill(self, now: float) -> None:
-        if self.queue_empty:
+        if self.queue_empty or self.draining or now < self.retries_due:
             return
         spec, run = self.spec, self.run_obj
         want = self.engine.room(self.step.concurrency)
@@ -228,7 +259,10 @@ class RunLoop:
             ask = min(want, self.engine.batch_size)
             jobs = self._retrying(store.claim, run.pk, ask, self.step.index, self.executor)
             if len(jobs) < ask:
-                self.queue_empty = True
+                # What is left waits for its retry, or nothing is left at all.
+                due = self._retrying(store.next_retry_at, run.pk)
+                self.queue_empty = due is None
+                self.retries_due = due.timestamp() if due is not None else 0.0
             if not jobs:
                 return
             try:
@@ -252,3 +286,7 @@ class RunLoop:
         self.handed_bytes -= sum(j.size for j in jobs)
         self.step_claimed -= sum(1 for j in jobs if j.step == self.step.index)
         self.queue_empty = False
+
+
+def _aware(epoch: float | None):
+    return datetime.fromtimestamp(epoch, tz=UTC) if epoch is not None else None

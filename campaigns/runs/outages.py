@@ -13,6 +13,9 @@ from typing import TypeVar
 
 from django.db import DatabaseError, close_old_connections, connection
 
+from campaigns.models import Run
+from collectors.events import log_event
+
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 MAX_DELAY = 10.0
@@ -20,10 +23,12 @@ MAX_DELAY = 10.0
 
 def retrying(run_id: int, operation: Callable[..., T], *args, **kwargs) -> T:
     delay = 0.5
+    began = None
     while True:
         try:
-            return operation(*args, **kwargs)
+            result = operation(*args, **kwargs)
         except DatabaseError as exc:
+            began = began or time.monotonic()
             log.warning("run %s: database unavailable (%s); retrying in %.1fs", run_id, exc, delay)
             close_old_connections()
             try:
@@ -32,3 +37,16 @@ def retrying(run_id: int, operation: Callable[..., T], *args, **kwargs) -> T:
                 pass
             time.sleep(delay)
             delay = min(delay * 2, MAX_DELAY)
+            continue
+        if began is not None:
+            _rode_through(run_id, time.monotonic() - began)
+        return result
+
+
+def _rode_through(run_id: int, seconds: float) -> None:
+    """Put the outage on the run's record: its figures around that time are explained by it."""
+    summary = f"Database unavailable for {seconds:.0f} s; the run rode through it"
+    try:
+        log_event("run_incident", summary, run=Run(pk=run_id))
+    except DatabaseError:
+        log.warning("run %s: the database is back but the outage could not be recorded", run_id)

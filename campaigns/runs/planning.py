@@ -119,15 +119,44 @@ class _UrlMaker:
 
 
 def plan(snapshot: dict, run_id: int) -> Iterator[PlannedTransfer]:
-    """The run's transfers: sources and destinations taken in turn, direction applied."""
+    """The run's transfers: sources and destinations taken in turn, direction applied.
+
+    A retry (snapshot["retry"]) plans only the indices it re-drives, each with the source and
+    size it had in the run it retries; its destinations are below its own run folder."""
     spec = RunSpec.from_snapshot(snapshot)
+    if spec.retry is None:
+        yield from _full_plan(spec, snapshot, run_id, seed=run_id)
+        return
+    wanted = set(spec.retry.indices)
+    yield from (t for t in _full_plan(spec, snapshot, run_id, seed=spec.retry.seed) if t.index in wanted)
+
+
+def planned_indices(snapshot: dict) -> list[int]:
+    """The indices a run of this snapshot plans, in order."""
+    spec = RunSpec.from_snapshot(snapshot)
+    if spec.retry is not None:
+        return sorted(spec.retry.indices)
+    return list(range(len(file_sizes(spec, seed=0))))
+
+
+def planned_totals(snapshot: dict) -> tuple[int, int]:
+    """Files and bytes a run of this snapshot plans (whatever its run id: the seed only orders a mix)."""
+    spec = RunSpec.from_snapshot(snapshot)
+    if spec.retry is None:
+        sizes = file_sizes(spec, seed=0)
+        return len(sizes), sum(sizes)
+    sizes = file_sizes(spec, seed=spec.retry.seed)
+    return len(spec.retry.indices), sum(sizes[i] for i in spec.retry.indices)
+
+
+def _full_plan(spec: RunSpec, snapshot: dict, run_id: int, seed: int) -> Iterator[PlannedTransfer]:
     sources, destinations = snapshot["sources"], snapshot["destinations"]
     if spec.kind == CampaignKind.CHECKSUM_LOAD:
-        yield from _checksum_plan(spec, sources, run_id)
+        yield from _checksum_plan(spec, sources, run_id, seed)
         return
     makers = {ep["id"]: _UrlMaker(ep) for ep in [*sources, *destinations]}
     distinct = spec.source_file_count
-    for index, size in enumerate(file_sizes(spec, seed=run_id)):
+    for index, size in enumerate(file_sizes(spec, seed=seed)):
         src, dst = sources[index % len(sources)], destinations[index % len(destinations)]
         direction = spec.direction
         if direction == "reverse" or (direction == "both" and index % 2):
@@ -143,11 +172,11 @@ def plan(snapshot: dict, run_id: int) -> Iterator[PlannedTransfer]:
         )
 
 
-def _checksum_plan(spec: RunSpec, sources: list[dict], run_id: int) -> Iterator[PlannedTransfer]:
+def _checksum_plan(spec: RunSpec, sources: list[dict], run_id: int, seed: int) -> Iterator[PlannedTransfer]:
     """One checksum request per row: the file asked about, no destination, the same door answering."""
     makers = {ep["id"]: _UrlMaker(ep) for ep in sources}
     distinct = spec.source_file_count
-    for index, size in enumerate(file_sizes(spec, seed=run_id)):
+    for index, size in enumerate(file_sizes(spec, seed=seed)):
         src = sources[index % len(sources)]
         number = index % distinct if distinct else index
         yield PlannedTransfer(

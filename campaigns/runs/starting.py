@@ -13,7 +13,7 @@ from django.utils import timezone
 from campaigns.choices import CampaignKind, RunState
 from campaigns.models import Campaign, Run
 from campaigns.runs.budgets import tightest_budget
-from campaigns.runs.planning import campaign_snapshot
+from campaigns.runs.planning import campaign_snapshot, planned_totals
 from collectors.events import log_event
 
 # Tasks are sent by name: the services that start runs never import the task module, which
@@ -39,7 +39,13 @@ def create_run(campaign: Campaign, *, user=None, trigger: str = "web") -> Run:
     """Freeze the campaign into a pending run (not yet dispatched)."""
     campaign.full_clean()
     check_runnable(campaign)
-    snapshot = campaign_snapshot(campaign)
+    return new_run(campaign, campaign_snapshot(campaign), user=user, trigger=trigger)
+
+
+def new_run(campaign: Campaign, snapshot: dict, *, user=None, trigger: str = "web", retry_of: Run | None = None) -> Run:
+    """A pending run of `campaign` frozen as `snapshot`, with the byte budget any new run gets
+    now (create_run, and retry_failed with the snapshot of the run it retries)."""
+    snapshot = {key: value for key, value in snapshot.items() if key != "budget"}
     budget = tightest_budget(campaign)
     if budget is not None:
         if budget.remaining <= 0:
@@ -49,13 +55,15 @@ def create_run(campaign: Campaign, *, user=None, trigger: str = "web") -> Run:
         # The run stops cleanly at what is left of the tightest budget, and says which one.
         # Kept beside the campaign's own parameters, which stay as the campaign had them.
         snapshot["budget"] = {"max_bytes": budget.remaining, "label": budget.label}
+    planned_files, planned_bytes = planned_totals(snapshot)
     return Run.objects.create(
         campaign=campaign,
         trigger=trigger,
         created_by=user if user and user.is_authenticated else None,
         snapshot=snapshot,
-        planned_files=campaign.planned_files,
-        planned_bytes=campaign.planned_bytes,
+        planned_files=planned_files,
+        planned_bytes=planned_bytes,
+        retry_of=retry_of,
     )
 
 

@@ -7,14 +7,15 @@ transfer rows, so the run's counters can never disagree with its transfers.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 
 from django.db import connection, transaction
-from django.db.models import Count, F, Q, Sum
+from django.db.models import Count, F, Min, Q, Sum
 from django.utils import timezone
 
-from campaigns.choices import TransferState
+from campaigns.choices import RETRYABLE_ERRORS, TransferState
 from campaigns.models import Run, Transfer
 from campaigns.runs.engines.base import CopyJob, CopyResult
 from campaigns.runs.planning import PlannedTransfer
@@ -36,12 +37,20 @@ _RECORD_SQL_PG = (
     "%s::text[]) AS v(state, started_at, finished_at, duration, moved, throughput, category, code, message, "
     "src_sum, dst_sum, mode, id, executor) WHERE t.id = v.id AND t.executor = v.executor AND t.state = 'active'"
 )
-# Claim the next queued rows in plan order and mark them active in one round trip.
+# Claim the next queued rows in plan order and mark them active in one round trip; a failed
+# attempt waiting for its retry is not due before its retry_at.
 _CLAIM_SQL = (
-    "UPDATE " + _TABLE + " SET state='active', attempt=attempt+1, step=%s, executor=%s "  # noqa: S608
-    "WHERE id IN (SELECT id FROM " + _TABLE + " WHERE run_id=%s AND state='queued' ORDER BY index LIMIT %s) "
+    "UPDATE " + _TABLE + " SET state='active', attempt=attempt+1, step=%s, executor=%s, retry_at=NULL "  # noqa: S608
+    "WHERE id IN (SELECT id FROM " + _TABLE + " WHERE run_id=%s AND state='queued' "
+    "AND (retry_at IS NULL OR retry_at <= now()) ORDER BY index LIMIT %s) "
     "RETURNING id, index, source, destination, size, attempt, source_checksum"
 )
+_RETRY_SQL_PG = (
+    "UPDATE " + _TABLE + " SET retry_at=%s, history = history || %s::jsonb "  # noqa: S608
+    "WHERE id=%s AND executor=%s AND state='queued'"
+)
+# Each attempt waits retry_delay x 2^(attempt-1), at most this long.
+MAX_RETRY_DELAY = 3600
 
 
 def insert_plan(run_id: int, planned: Iterable[PlannedTransfer], checksums: dict[int, str] | None = None) -> int:
@@ -86,7 +95,7 @@ def _plan_fields(item: PlannedTransfer) -> dict:
 def _copy_plan(run_id: int, planned: Iterable[PlannedTransfer], checksums: dict[int, str]) -> int:
     columns = (
         "run_id, index, source, destination, size, source_endpoint_id, destination_endpoint_id, state, "
-        "attempt, executor, error_category, error_message, source_checksum, destination_checksum, copy_mode"
+        "attempt, executor, error_category, error_message, source_checksum, destination_checksum, copy_mode, history"
     )
     count = 0
     with connection.cursor() as cursor:
@@ -110,6 +119,7 @@ def _copy_plan(run_id: int, planned: Iterable[PlannedTransfer], checksums: dict[
                         checksums.get(item.size, ""),
                         "",
                         "",
+                        "[]",
                     )
                 )
                 count += 1
@@ -125,13 +135,14 @@ def claim(run_id: int, limit: int, step: int, executor: str) -> list[CopyJob]:
             cursor.execute(_CLAIM_SQL, [step, executor, run_id, limit])
             rows = sorted(cursor.fetchall(), key=lambda r: r[1])
     else:
+        due = Q(retry_at__isnull=True) | Q(retry_at__lte=timezone.now())
         rows = list(
-            Transfer.objects.filter(run_id=run_id, state=TransferState.QUEUED)
+            Transfer.objects.filter(due, run_id=run_id, state=TransferState.QUEUED)
             .order_by("index")
             .values_list("id", "index", "source", "destination", "size", "attempt", "source_checksum")[:limit]
         )
         Transfer.objects.filter(id__in=[r[0] for r in rows]).update(
-            state=TransferState.ACTIVE, attempt=F("attempt") + 1, step=step, executor=executor
+            state=TransferState.ACTIVE, attempt=F("attempt") + 1, step=step, executor=executor, retry_at=None
         )
         rows = [(*r[:5], r[5] + 1, r[6]) for r in rows]
     return [
@@ -144,7 +155,9 @@ def _ts(epoch: float) -> datetime:
     return datetime.fromtimestamp(epoch, tz=UTC)
 
 
-def record(run_id: int, results: Sequence[CopyResult], retries: int, *, executor: str) -> dict[str, int]:
+def record(
+    run_id: int, results: Sequence[CopyResult], retries: int, *, executor: str, retry_delay: float = 0
+) -> dict[str, int]:
     """Write finished attempts and bump the run's counters in one transaction.
 
     A failed attempt with retries left goes back to the queue (its error kept for the
@@ -153,9 +166,9 @@ def record(run_id: int, results: Sequence[CopyResult], retries: int, *, executor
     Returns the counter deltas.
     """
     done = failed = skipped = moved = requeued = 0
-    rows = []
+    rows, retrying = [], []
     for r in results:
-        retry = not r.ok and r.category != "cancelled" and r.job.attempt <= retries
+        retry = not r.ok and r.category in RETRYABLE_ERRORS and r.job.attempt <= retries
         if r.ok:
             state = TransferState.SUCCEEDED
             done += 1
@@ -163,6 +176,8 @@ def record(run_id: int, results: Sequence[CopyResult], retries: int, *, executor
         elif retry:
             state = TransferState.QUEUED
             requeued += 1
+            wait = min(retry_delay * 2 ** (r.job.attempt - 1), MAX_RETRY_DELAY)
+            retrying.append((_ts(r.finished + wait), _attempt(r), r.job.id))
         elif r.category == "cancelled":
             state = TransferState.CANCELLED
             skipped += 1
@@ -195,6 +210,8 @@ def record(run_id: int, results: Sequence[CopyResult], retries: int, *, executor
                 cursor.execute(_RECORD_SQL_PG, [list(column) for column in zip(*rows, strict=True)])
             else:
                 cursor.executemany(_RECORD_SQL, rows)
+        if retrying:
+            _keep_attempts(retrying, executor)
         if done or failed or skipped:
             Run.objects.filter(pk=run_id).update(
                 files_done=F("files_done") + done,
@@ -203,6 +220,38 @@ def record(run_id: int, results: Sequence[CopyResult], retries: int, *, executor
                 bytes_done=F("bytes_done") + moved,
             )
     return {"done": done, "failed": failed, "skipped": skipped, "bytes": moved, "requeued": requeued}
+
+
+def _attempt(r: CopyResult) -> dict:
+    """One earlier attempt of a transfer, as its history keeps it."""
+    return {
+        "attempt": r.job.attempt,
+        "started_at": _ts(r.started).isoformat(),
+        "finished_at": _ts(r.finished).isoformat(),
+        "duration": round(r.duration, 3),
+        "category": r.category,
+        "code": r.code,
+        "message": r.message[:1000],
+    }
+
+
+def _keep_attempts(retrying: list[tuple[datetime, dict, int]], executor: str) -> None:
+    """Requeued rows: when their retry is due, and the attempt that failed added to their history.
+    Retries are rare next to copies, so this is a statement a retry, not a batch."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.executemany(_RETRY_SQL_PG, [(at, json.dumps([entry]), pk, executor) for at, entry, pk in retrying])
+        return
+    for at, entry, pk in retrying:
+        row = Transfer.objects.filter(pk=pk, executor=executor, state=TransferState.QUEUED).first()
+        if row is not None:
+            Transfer.objects.filter(pk=pk).update(retry_at=at, history=[*row.history, entry])
+
+
+def next_retry_at(run_id: int) -> datetime | None:
+    """When the earliest transfer waiting for its retry is due (None: none is waiting)."""
+    waiting = Transfer.objects.filter(run_id=run_id, state=TransferState.QUEUED, retry_at__isnull=False)
+    return waiting.aggregate(due=Min("retry_at"))["due"]
 
 
 def release(run_id: int, ids: list[int], executor: str) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import permission_required
+from django.core.exceptions import ValidationError
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
@@ -13,7 +14,7 @@ from django.views.generic import DetailView, ListView
 from campaigns import runs
 from campaigns.choices import ErrorCategory
 from campaigns.models import Run, Transfer
-from campaigns.results import charts, readers
+from campaigns.results import chain, charts, readers
 from campaigns.results.parameters import byte_budget
 from campaigns.spec import RunSpec
 from campaigns.web.filters import TransferFilter
@@ -49,7 +50,7 @@ class RunDetailView(DetailView):
     model = Run
 
     def get_queryset(self):
-        return Run.objects.select_related("campaign")
+        return Run.objects.select_related("campaign", "retry_of").prefetch_related("retries")
 
     def get_context_data(self, **kwargs):
         context = super().get_context_data(**kwargs)
@@ -57,6 +58,8 @@ class RunDetailView(DetailView):
         # A live run shows its progress and charts; its result tables come when it ends.
         context["result"] = readers.stored(self.object)
         context["byte_budget"] = byte_budget(self.object)
+        context["retryable"] = runs.retryable_count(self.object)
+        context["chain"] = chain.retry_chain(self.object)
         return context
 
 
@@ -80,6 +83,23 @@ def run_cancel(request: HttpRequest, pk: int) -> HttpResponse:
     else:
         messages.error(request, f"Run #{run.pk} is {run.state}: there is nothing to cancel.")
     return redirect(run)
+
+
+@require_POST
+@permission_required("campaigns.start_run", raise_exception=True)
+def run_retry_failed(request: HttpRequest, pk: int) -> HttpResponse:
+    run = get_object_or_404(Run, pk=pk)
+    try:
+        retry = runs.retry_failed(run, user=request.user, trigger="web")
+    except ValidationError as exc:
+        for message in exc.messages:
+            messages.error(request, f"Cannot retry run #{run.pk}: {message}")
+        return redirect(run)
+    messages.success(
+        request,
+        f"Run #{retry.pk} queued: it retries the {retry.planned_files} failed transfers of run #{run.pk}.",
+    )
+    return redirect(retry)
 
 
 CHARTS = {

@@ -29,6 +29,10 @@ class CampaignListView(ListView):
         return Campaign.objects.annotate(
             last_run_id=Subquery(latest.values("pk")[:1]),
             last_run_state=Subquery(latest.values("state")[:1]),
+            # A partial last run shows its counts beside its state.
+            last_run_done=Subquery(latest.values("files_done")[:1]),
+            last_run_failed=Subquery(latest.values("files_failed")[:1]),
+            last_run_skipped=Subquery(latest.values("files_skipped")[:1]),
         )
 
 

@@ -24,15 +24,21 @@ def test_metrics_report_runs_transfers_bytes_and_collectors(client, settings):
     campaign = mock_campaign("metrics")
     Run.objects.create(campaign=campaign, state="running", files_done=5, files_failed=1, bytes_done=5000)
     Run.objects.create(campaign=campaign, state="succeeded", files_done=10, bytes_done=10000)
+    Run.objects.create(
+        campaign=campaign, state="partial", files_done=3, files_failed=2, files_skipped=4, bytes_done=3000
+    )
     Host.objects.create(name="door1", last_seen=timezone.now() - timedelta(seconds=30))
     response = client.get("/metrics")
     assert response.status_code == 200
     values = samples(response.content.decode())
     assert values[("storageops_runs", (("state", "running"),))] == 1
     assert values[("storageops_runs", (("state", "succeeded"),))] == 1
-    assert values[("storageops_transfers_finished_total", (("state", "succeeded"),))] == 15
-    assert values[("storageops_transfers_finished_total", (("state", "failed"),))] == 1
-    assert values[("storageops_bytes_moved_total", ())] == 15000
+    assert values[("storageops_runs", (("state", "partial"),))] == 1  # finished, with failures
+    assert values[("storageops_runs", (("state", "failed"),))] == 0
+    assert values[("storageops_transfers_finished_total", (("state", "succeeded"),))] == 18
+    assert values[("storageops_transfers_finished_total", (("state", "failed"),))] == 3
+    assert values[("storageops_transfers_finished_total", (("state", "skipped"),))] == 4
+    assert values[("storageops_bytes_moved_total", ())] == 18000
     assert 29 <= values[("storageops_collector_last_seen_age_seconds", (("host", "door1"),))] < 120
 
     settings.STORAGEOPS_METRICS_TOKEN = "scrape-secret"

@@ -12,6 +12,7 @@ from rest_framework.test import APIClient
 
 from campaigns.models import CampaignSchedule, FtsInstance, Run, Transfer
 from campaigns.runs import scheduling
+from campaigns.runs.planning import campaign_snapshot
 from collectors.events import log_event
 from collectors.models import Host
 from storageops.api import tokens
@@ -49,6 +50,17 @@ def objects():
         ),
         "event": log_event("note", "matrix note"),
         "finished_run": Run.objects.create(campaign=campaign, state="succeeded"),
+        # Finished with half its planned transfers failed; its plan was never written as rows,
+        # so a retry re-drives all it did not succeed at.
+        "partial_run": Run.objects.create(
+            campaign=campaign,
+            state="partial",
+            snapshot=campaign_snapshot(campaign),
+            planned_files=campaign.planned_files,
+            planned_bytes=campaign.planned_bytes,
+            files_done=5,
+            files_failed=5,
+        ),
         "schedule": scheduling.save_schedule(CampaignSchedule(campaign=campaign, kind="cron", cron="0 9 * * 1-5")),
         "unscheduled": mock_campaign("matrix-unscheduled"),
         "fts": FtsInstance.objects.create(name="matrix-fts", url="https://fts.test:8446"),
@@ -113,6 +125,7 @@ MATRIX = [
     ("get", "/api/v1/compare/?runs={run}", None, "viewer", 200),
     ("get", "/api/v1/runs/{run}/verdict/", None, "viewer", 200),
     ("post", "/api/v1/runs/{finished_run}/cleanup/", None, "operator", 202),
+    ("post", "/api/v1/runs/{partial_run}/retry-failed/", None, "operator", 201),
     ("get", "/api/v1/schedules/", None, "viewer", 200),
     ("post", "/api/v1/schedules/", "schedules", "admin", 201),
     ("get", "/api/v1/schedules/{schedule}/", None, "viewer", 200),

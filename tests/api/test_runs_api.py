@@ -15,7 +15,7 @@ from campaigns.models import Run
 from campaigns.runs.lifecycle import RunDriver
 from storageops.api import tokens
 from storageops.models import APIToken
-from tests.support.factories import backend, endpoint, mock_campaign
+from tests.support.factories import backend, endpoint, half_failing_campaign, mock_campaign
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -98,6 +98,38 @@ def test_start_poll_cancel_and_export(operator, worker_free_start):
     steps = b"".join(client.get(f"/api/v1/runs/{run_id}/steps-csv/").streaming_content).decode().splitlines()
     assert steps[0].startswith("step,concurrency") and len(steps) == 3
     assert client.post(f"/api/v1/runs/{run_id}/cancel/").status_code == 400  # already over
+
+
+def test_a_partial_run_and_its_retry_through_the_api(operator, viewer, worker_free_start):
+    first = runs.create_run(half_failing_campaign("api-half", file_count=6), trigger="api")
+    RunDriver(first.pk).drive()
+    body = api(viewer, "viewer").get(f"/api/v1/runs/{first.pk}/").json()
+    assert body["state"] == "partial"
+    assert (body["files_done"], body["files_failed"], body["files_skipped"]) == (3, 3, 0)
+    assert (body["retry_of"], body["retries"], body["retryable"]) == (None, [], 3)
+    listed = api(viewer, "viewer").get("/api/v1/runs/", {"state": "partial"}).json()["results"]
+    assert [r["id"] for r in listed] == [first.pk]
+
+    assert api(viewer, "viewer").post(f"/api/v1/runs/{first.pk}/retry-failed/").status_code == 403
+    client = api(operator, "operator")
+    created = client.post(f"/api/v1/runs/{first.pk}/retry-failed/")
+    assert created.status_code == 201, created.content
+    retry = created.json()
+    assert (retry["state"], retry["retry_of"], retry["planned_files"], retry["trigger"]) == (
+        "pending",
+        first.pk,
+        3,
+        "api",
+    )
+    assert retry["snapshot"]["retry"]["indices"] == [1, 3, 5]
+    assert client.get(f"/api/v1/runs/{first.pk}/").json()["retries"] == [retry["id"]]
+
+    refused = client.post(f"/api/v1/runs/{first.pk}/retry-failed/")
+    assert refused.status_code == 400
+    error = refused.json()["error"]
+    assert error["status"] == 400 and f"already retried by run #{retry['id']}" in error["fields"]["non_field_errors"][0]
+    live = client.post(f"/api/v1/runs/{retry['id']}/retry-failed/")
+    assert live.status_code == 400 and "only a finished run" in live.json()["error"]["fields"]["non_field_errors"][0]
 
 
 def test_comparison_puts_runs_side_by_side(viewer):

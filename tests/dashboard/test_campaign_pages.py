@@ -21,7 +21,8 @@ def form_data(src, dst, **overrides) -> dict:
         "source_path": "storageops/source", "destination_path": "storageops/runs", "file_count": "20",
         "file_size": "1 MB", "direction": "forward", "tpc_mode": "auto", "checksum_mode": "none",
         "checksum_algorithm": "adler32", "streams": "1", "tcp_buffer_size": "0", "timeout": "60", "overwrite": "on",
-        "create_parent": "on", "retries": "0", "concurrency_steps": "1, 2, 4", "step_files": "5",
+        "create_parent": "on", "retries": "0", "retry_delay": "10", "concurrency_steps": "1, 2, 4", "step_files": "5",
+        "step_barrier": "drain",
         "cancel_grace": "10", "cleanup": "keep", "fts_priority": "3",
     }  # fmt: skip
     data.update(overrides)

@@ -14,7 +14,7 @@ from campaigns.results import analysis, comparison, disturbance
 from campaigns.runs.lifecycle import RunDriver
 from collectors.events import log_event
 from collectors.models import Event, Host
-from tests.support.factories import mock_campaign
+from tests.support.factories import half_failing_campaign, mock_campaign
 from tests.support.runs import drive
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -204,3 +204,33 @@ def test_live_runs_ask_for_fresh_partials_every_2_s(client, viewer):
     assert 'data-live="1"' in client.get(f"/campaigns/runs/{run.pk}/").content.decode()
     assert 'hx-trigger="every 2s"' in client.get("/").content.decode()
     assert client.get(f"/campaigns/runs/{run.pk}/charts/timeline.json").json()["live"] is True
+
+
+def test_a_partial_run_is_amber_with_its_counts_and_operators_can_retry_it(
+    client, viewer, operator, django_capture_on_commit_callbacks
+):
+    first = drive(half_failing_campaign("page-half", file_count=6))
+    client.force_login(viewer)
+    html = client.get(f"/campaigns/runs/{first.pk}/").content.decode()
+    assert 'class="badge badge-partial state-partial"' in html
+    assert "3 ok, 3 failed, 0 skipped" in html and ": 3 ok, 3 failed, 0 skipped" in html
+    assert "Retry failed" not in html  # a viewer may not start runs
+    for path in ("/campaigns/runs/", "/", "/campaigns/", f"/campaigns/{first.campaign_id}/"):
+        page = client.get(path).content.decode()
+        assert "badge-partial" in page and "3 ok, 3 failed, 0 skipped" in page, path
+    assert client.post(f"/campaigns/runs/{first.pk}/retry-failed/").status_code == 403
+
+    client.force_login(operator)
+    assert "Retry failed (3)" in client.get(f"/campaigns/runs/{first.pk}/").content.decode()
+    with django_capture_on_commit_callbacks(execute=False):
+        response = client.post(f"/campaigns/runs/{first.pk}/retry-failed/")
+    retry = Run.objects.get(retry_of=first)
+    assert response.status_code == 302 and response["Location"] == retry.get_absolute_url()
+    RunDriver(retry.pk).drive()  # the frozen snapshot still times out on the odd indices
+    html = client.get(retry.get_absolute_url()).content.decode()
+    assert f'Retry of <a href="/campaigns/runs/{first.pk}/">#{first.pk}</a>' in html
+    assert "3 of 6 planned transfers succeeded (50.0 %)" in html
+    assert "Retry failed (3)" in html  # the retry failed in turn: it can be retried
+    html = client.get(first.get_absolute_url()).content.decode()
+    assert f'Retried by <a href="/campaigns/runs/{retry.pk}/">#{retry.pk}</a>' in html
+    assert "Retry failed (" not in html  # retried once: the chain goes on from the retry

@@ -27,3 +27,13 @@ def mock_campaign(name: str = "mock", dst_query: str = "time=0", src_query: str 
     src = endpoint(f"{name}-src", "mock://src.test/data/" + (f"?{src_query}" if src_query else ""))
     dst = endpoint(f"{name}-dst", f"mock://dst.test/data/?{dst_query}")
     return campaign(name, [src], [dst], **fields)
+
+
+def half_failing_campaign(name: str = "half", **fields) -> Campaign:
+    """Destinations taken in turn: even indices go to a good one, odd ones to one whose copies
+    time out after 1 s (errno 110: failed, category transfer_timeout; with time=0 in its query
+    the mock plugin would let them succeed)."""
+    src = endpoint(f"{name}-src", "mock://src.test/data/")
+    good = endpoint(f"{name}-good", "mock://good.test/data/?time=0")
+    bad = endpoint(f"{name}-bad", "mock://bad.test/data/?transfer_errno=110")
+    return campaign(name, [src], [good, bad], **fields)

@@ -4,13 +4,26 @@ FTS cannot run here, so this double answers the REST calls StorageOps makes the 
 FTS3 3.14.4 was seen to answer them (docs/fts.md) and as fts-rest-flask's
 controllers are written: submission with its validation errors, job and file states
 SUBMITTED → ACTIVE → FINISHED / FAILED / CANCELED (FINISHEDDIRTY for a partly failed job),
-batch status with ?files=, cancel, link configuration, the config audit (404 by default, as in
-fts-rest-flask; the older shape when asked) and the optimizer evolution.
+batch status with ?files=, cancel, link configuration, the config audit (a list, as
+fts-rest-flask 3.13 answers; 404 when asked, as a server without it) and the optimizer evolution.
 
 It really copies: each file is copied with gfal2's Python bindings between real storage
 servers (the tests' XRootD doors), with the job's checksum, overwrite, timeout and stream
-parameters, and a link's max_active (or the "*" default, 130) is how many copies it runs at
-once on that link. Everything it reported is kept in `files` for the tests to compare with.
+parameters. How many copies run at once on a link is decided as FTS 3.14 decides it, not by
+the link configuration directly:
+
+- the scheduler (every `scheduler_interval`) starts, on a link the optimizer has a value for,
+  at most that value minus the copies running; on a link with no optimizer value yet, up to
+  FILES_PER_PASS (10) files per pass with no other limit: a new link bursts;
+- the optimizer (every `optimizer_interval`, over the links with files queued or running)
+  decides each link's value from its configured range: with no value yet, the range's max for a
+  configured link ("No information. Use configured range max.") or halfway through the "*"
+  range; a fixed range (min = max) gives "Range fixed" and that value; an open range keeps the
+  previous value within it. Each decision is an evolution row. A POST /config/links therefore
+  takes effect only at the next pass, and the value outlives the run (nothing resets it).
+
+Everything it reported is kept in `files` for the tests to compare with; `peaks` and
+`started_under` record what ran under which optimizer value (None: no value yet).
 """
 
 from __future__ import annotations
@@ -34,6 +47,8 @@ FAILED_JOB_REASON = "One or more files failed. Please have a look at the details
 CANCEL_REASON = "Job canceled by the user"
 QUEUE_EXPIRED = "Job has been canceled because it stayed in the queue for too long"
 MB = 1024 * 1024  # the double reports throughput in MB/s (2^20 bytes)
+FILES_PER_PASS = 10  # FTS's scheduler: files per pass on a link the optimizer has no value for
+TERMINAL_JOB = ("FINISHED", "FAILED", "FINISHEDDIRTY", "CANCELED")
 _VERIFY = {"none": "n", "source": "s", "target": "t", "both": "b", "n": "n", "s": "s", "t": "t", "b": "b",
            True: "b", False: "n"}  # fmt: skip
 _CONTEXT_LOCK = threading.Lock()
@@ -73,20 +88,27 @@ class FtsDouble:
         token: str = "",
         config_role: bool = True,
         delegated: bool = True,
-        audit: bool = False,
+        audit: bool = True,
         scheduler_interval: float = 0.1,
+        optimizer_interval: float | None = 1.0,
+        cancel_finish_delay: float | None = 2.0,
         default_max_active: int = 130,
         tls: tuple[str, str] | None = None,
         client_ca: str = "",
     ) -> None:
         """tls: (host certificate, key) to serve HTTPS as FTS does; client_ca: the CA whose client
-        certificates identify X.509 users (their subject becomes the DN)."""
+        certificates identify X.509 users (their subject becomes the DN).
+        optimizer_interval: seconds between optimizer passes (FTS: 60 by default); None: no
+        pass runs unless a test calls optimize(). cancel_finish_delay: seconds after a cancel
+        before a file that was copying gets its finish time (None: never)."""
         self.tls, self.client_ca = tls, client_ca
         self.token = token
         self.config_role = config_role
         self.delegated = delegated
         self.audit_enabled = audit
         self.scheduler_interval = scheduler_interval
+        self.optimizer_interval = optimizer_interval
+        self.cancel_finish_delay = cancel_finish_delay
         self.hostname = socket.getfqdn()
         self.lock = threading.RLock()
         self.jobs: dict[str, dict] = {}
@@ -94,15 +116,23 @@ class FtsDouble:
         self.job_files: dict[str, list[int]] = {}
         self.links: dict[str, dict] = {
             "*": {"source": "*", "destination": "*", "symbolicname": "*", "min_active": 2,
-                  "max_active": default_max_active, "nostreams": 0, "optimizer_mode": 2},
+                  "max_active": default_max_active, "nostreams": 0, "optimizer_mode": 2,
+                  "tcp_buffer_size": None, "no_delegation": False},
         }  # fmt: skip
         self.link_posts: list[dict] = []  # every accepted POST /config/links, in order
         self.audit_log: list[dict] = []
         self.evolution: list[dict] = []
+        # The optimizer's value per link (FTS's t_optimizer): what the scheduler obeys. It is
+        # never reset: a later run on the link starts with the last value decided.
+        self.optimizer: dict[tuple[str, str], int] = {}
+        self.passes = 0  # optimizer passes done
+        self.pass_starts: list[tuple[tuple[str, str], int, int | None]] = []  # (link, started, value)
         self.running: dict[tuple[str, str], int] = {}
-        # The most copies seen at once on a link under each max_active it had: what proves a limit held.
-        self.peaks: dict[tuple[str, str, int], int] = {}
-        self.started_under: dict[int, int] = {}  # file id -> its link's max_active when it started
+        # The most copies seen at once on a link under each optimizer value it had (None: no
+        # value yet, the scheduler's 10 per pass): what shows whether a limit held.
+        self.peaks: dict[tuple[str, str, int | None], int] = {}
+        self.started_under: dict[int, int | None] = {}  # file id -> its link's value when it started
+        self._finish_due: dict[int, float] = {}  # cancelled while copying: when FTS fills finish_time
         self.submissions = 0
         self._contexts: dict[int, object] = {}
         self._ids = itertools.count(1)
@@ -226,7 +256,7 @@ class FtsDouble:
                 raise _HttpError(404, "The resource could not be found.")
             self._require_config()
             with self.lock:
-                return 200, list(self.audit_log)
+                return 200, self.audit_log[::-1][:100]  # newest first, the last 100
         if segments == ["optimizer", "evolution"] and method == "GET":
             with self.lock:
                 rows = [
@@ -234,7 +264,7 @@ class FtsDouble:
                     if (not query.get("source_se") or e["source_se"] == query["source_se"])
                     and (not query.get("dest_se") or e["dest_se"] == query["dest_se"])
                 ]  # fmt: skip
-            return 200, sorted(rows, key=lambda e: e["datetime"], reverse=True)[:50]
+            return 200, rows[::-1][:50]  # newest first (appended in time order), the last 50
         raise _HttpError(404, "The resource could not be found.")
 
     # -- submission -------------------------------------------------------------------------------
@@ -279,7 +309,11 @@ class FtsDouble:
             "retry": int(params.get("retry", 0)),
             "retry_delay": int(params.get("retry_delay", 0)),
             "max_time_in_queue": params.get("max_time_in_queue"),
-            "job_metadata": params.get("job_metadata"),
+            # fts-rest-flask adds how the submitter authenticated.
+            "job_metadata": {
+                **(params.get("job_metadata") or {}),
+                "auth_method": "certificate" if identity["x509"] else "oauth2",
+            },
             "source_se": storage_element(pairs[0]["sources"][0]),
             "dest_se": storage_element(pairs[0]["destinations"][0]),
             "_timeout": int(params.get("timeout") or 0),
@@ -303,7 +337,7 @@ class FtsDouble:
                     "dest_surl": dst,
                     "source_se": storage_element(src),
                     "dest_se": storage_element(dst),
-                    "filesize": int(entry.get("filesize") or 0),
+                    "filesize": None,  # FTS fills it when the file finishes
                     "user_filesize": int(entry.get("filesize") or 0),
                     "checksum": entry.get("checksum") or "ADLER32",
                     "file_metadata": entry.get("metadata"),
@@ -329,9 +363,9 @@ class FtsDouble:
             raise _HttpError(404, message, {"job_id": job_id, "http_status": "404 Not Found", "http_message": message})
         return job
 
-    def _public(self, job: dict, file_fields: list[str] | None) -> dict:
+    def _public(self, job: dict, file_fields: list[str] | None, http_status: str = "200 Ok") -> dict:
         data = {k: v for k, v in job.items() if not k.startswith("_")}
-        data["http_status"] = "200 Ok"
+        data["http_status"] = http_status
         if file_fields:
             data["files"] = [
                 {f: self.files[i][f] for f in file_fields if f in self.files[i]} for i in self.job_files[job["job_id"]]
@@ -364,15 +398,25 @@ class FtsDouble:
                     result.append(exc.body)
                     errors += 1
                     continue
-                if job["job_state"] not in ("FINISHED", "FAILED", "FINISHEDDIRTY", "CANCELED"):
-                    now = _now()
-                    for file_id in self.job_files[job_id]:
-                        f = self.files[file_id]
-                        if f["file_state"] in ("SUBMITTED", "ACTIVE"):
-                            if file_id in self._contexts:
-                                self._contexts[file_id].cancel()
-                            f.update(file_state="CANCELED", reason=CANCEL_REASON, finish_time=_iso(now))
-                    job.update(job_state="CANCELED", reason=CANCEL_REASON, job_finished=_iso(now))
+                if job["job_state"] in TERMINAL_JOB:
+                    # fts-rest-flask: 200, the job as it is, and this status in the body.
+                    ended = self._public(job, None, "304 Not Modified")
+                    result.append({**ended, "http_message": "The job is in a terminal state"})
+                    continue
+                now = _now()
+                for file_id in self.job_files[job_id]:
+                    f = self.files[file_id]
+                    if f["file_state"] == "ACTIVE":
+                        # Copying: FTS signals the copy and writes its finish time when it has
+                        # stopped (about 2 s later); until then finish_time is null.
+                        if file_id in self._contexts:
+                            self._contexts[file_id].cancel()
+                        f.update(file_state="CANCELED", reason=CANCEL_REASON, finish_time=None)
+                        if self.cancel_finish_delay is not None:
+                            self._finish_due[file_id] = time.monotonic() + self.cancel_finish_delay
+                    elif f["file_state"] == "SUBMITTED":
+                        f.update(file_state="CANCELED", reason=CANCEL_REASON, finish_time=_iso(now))
+                job.update(job_state="CANCELED", reason=CANCEL_REASON, job_finished=_iso(now))
                 result.append(self._public(job, None))
         if len(ids) == 1:
             return (404 if errors else 200), result[0]
@@ -408,65 +452,109 @@ class FtsDouble:
                 raise _HttpError(400, f"Active must be an integer ({exc})") from None
             if min_active > max_active:
                 raise _HttpError(400, "max_active is lower than min_active")
-            config = dict(self.links.get(data["symbolicname"]) or {"nostreams": 0, "optimizer_mode": 2})
-            config.update(data)
-            config.update(min_active=min_active, max_active=max_active)
-            config.setdefault("source", "*")
-            config.setdefault("destination", "*")
+            # A new link's other columns are null (no_delegation off); a later GET shows them.
+            config = dict(
+                self.links.get(data["symbolicname"])
+                or {"nostreams": None, "optimizer_mode": None, "tcp_buffer_size": None, "no_delegation": False}
+            )
+            echoed = {"source": "*", "destination": "*", **data, "min_active": min_active, "max_active": max_active}
+            config.update(echoed)
             self.links[config["symbolicname"]] = config
             self.link_posts.append(dict(config))
             self._audit(identity, "link", json.dumps(data))
-            return 201, dict(config)
+            return 201, echoed  # only what was sent
 
     def _audit(self, identity: dict, action: str, config: str) -> None:
         self.audit_log.append({"datetime": _iso(_now()), "dn": identity["dn"], "config": config, "action": action})
 
-    def link_limit(self, source_se: str, dest_se: str) -> int:
+    def link_range(self, link: tuple[str, str]) -> tuple[int, int, bool]:
+        """(min_active, max_active, configured for this very link) as the optimizer reads them."""
         with self.lock:
             for config in self.links.values():
-                if config["source"] == source_se and config["destination"] == dest_se:
-                    return int(config["max_active"])
-            return int(self.links["*"]["max_active"])
+                if (config["source"], config["destination"]) == link:
+                    return int(config["min_active"]), int(config["max_active"]), True
+            star = self.links["*"]
+            return int(star["min_active"]), int(star["max_active"]), False
+
+    # -- the optimizer ------------------------------------------------------------------------------
+    def optimize(self) -> None:
+        """One optimizer pass over the links with files queued or running."""
+        with self.lock:
+            live = [f for f in self.files.values() if f["file_state"] in ("SUBMITTED", "ACTIVE")]
+            pairs = sorted({(f["source_se"], f["dest_se"]) for f in live})
+            for link in pairs:
+                low, high, specific = self.link_range(link)
+                previous = self.optimizer.get(link, 0)
+                if not previous:
+                    if specific:
+                        decision, rationale = high, "No information. Use configured range max."
+                    else:
+                        decision, rationale = low + (high - low) // 2, "No information. Start halfway."
+                elif low == high:
+                    decision, rationale = low, "Range fixed"
+                else:
+                    # The real optimizer moves by throughput and success rate; the double holds steady.
+                    decision, rationale = min(max(previous, low), high), "Steady, not enough throughput information"
+                    if decision != previous:
+                        rationale += ". Hit lower range limit" if decision == low else ". Hit upper range limit"
+                self.optimizer[link] = decision
+                queued = sum(1 for f in self.files.values() if f["file_state"] == "SUBMITTED"
+                             and (f["source_se"], f["dest_se"]) == link)  # fmt: skip
+                self.evolution.append(
+                    {"datetime": _iso(_now()), "source_se": link[0], "dest_se": link[1], "active": decision,
+                     "actual_active": self.running.get(link, 0), "throughput": 0.0, "success": 100.0, "ema": 0.0,
+                     "rationale": rationale, "diff": decision - previous, "queue_size": queued,
+                     "filesize_avg": 0.0, "filesize_stddev": 0.0}
+                )  # fmt: skip
+            self.passes += 1
 
     # -- the scheduler ------------------------------------------------------------------------------
     def _schedule(self) -> None:
-        decided: dict[tuple[str, str], int] = {}
+        last_pass = time.monotonic()
         while not self._stop.wait(self.scheduler_interval):
+            now = time.monotonic()
+            if self.optimizer_interval is not None and now - last_pass >= self.optimizer_interval:
+                last_pass = now
+                self.optimize()
             with self.lock:
+                self._fill_cancel_times(now)
                 queued = sorted(
                     (f for f in self.files.values() if f["file_state"] == "SUBMITTED"),
                     key=lambda f: (-self.jobs[f["job_id"]]["priority"], f["file_id"]),
                 )
+                started: dict[tuple[str, str], int] = {}
                 for f in queued:
                     job = self.jobs[f["job_id"]]
                     link = (f["source_se"], f["dest_se"])
-                    limit = self.link_limit(*link)
-                    if decided.get(link) != limit:
-                        decided[link] = limit
-                        self._decide(link, limit)
                     limit_queue = job["max_time_in_queue"]
-                    if limit_queue and time.monotonic() - job["_submitted"] > float(limit_queue) * 3600:
+                    if limit_queue and now - job["_submitted"] > float(limit_queue) * 3600:
                         f.update(file_state="FAILED", reason=QUEUE_EXPIRED, finish_time=_iso(_now()))
                         self._update_job(job)
                         continue
-                    if self.running.get(link, 0) >= limit:
+                    value = self.optimizer.get(link)
+                    if value is None:
+                        # No optimizer value yet: FILES_PER_PASS this pass, whatever is running.
+                        if started.get(link, 0) >= FILES_PER_PASS:
+                            continue
+                    elif self.running.get(link, 0) >= value:
                         continue
+                    started[link] = started.get(link, 0) + 1
                     self.running[link] = self.running.get(link, 0) + 1
-                    key = (*link, limit)
+                    key = (*link, value)
                     self.peaks[key] = max(self.peaks.get(key, 0), self.running[link])
-                    self.started_under[f["file_id"]] = limit
+                    self.started_under[f["file_id"]] = value
                     f.update(file_state="ACTIVE", start_time=_iso(_now()), transfer_host=self.hostname, pid=os.getpid())
                     if job["job_state"] == "SUBMITTED":
                         job["job_state"] = "ACTIVE"
                     threading.Thread(target=self._copy, args=(f["file_id"], link), daemon=True).start()
+                for link, count in started.items():
+                    self.pass_starts.append((link, count, self.optimizer.get(link)))
 
-    def _decide(self, link: tuple[str, str], active: int) -> None:
-        # What FTS's optimizer logs when a link's range is pinned (min_active = max_active).
-        self.evolution.append(
-            {"datetime": _iso(_now()), "source_se": link[0], "dest_se": link[1], "active": active,
-             "actual_active": self.running.get(link, 0), "throughput": 0.0, "success": 100.0, "ema": 0.0,
-             "rationale": "Range fixed", "diff": 0, "queue_size": 0}
-        )  # fmt: skip
+    def _fill_cancel_times(self, now: float) -> None:
+        for file_id, due in list(self._finish_due.items()):
+            if now >= due and file_id not in self._contexts:  # the copy has stopped
+                self.files[file_id]["finish_time"] = _iso(_now())
+                del self._finish_due[file_id]
 
     def _copy(self, file_id: int, link: tuple[str, str]) -> None:
         with self.lock:
@@ -516,7 +604,7 @@ class FtsDouble:
             f.update(
                 file_state=state,
                 reason=reason,
-                filesize=size or f["filesize"],
+                filesize=size,
                 tx_duration=duration,
                 throughput=(size / duration / MB) if state == "FINISHED" and duration > 0 else 0.0,
                 finish_time=_iso(_now()),

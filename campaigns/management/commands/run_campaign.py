@@ -1,4 +1,8 @@
-"""`manage.py run_campaign NAME [--wait]`: start a run from the shell, optionally watch it."""
+"""`manage.py run_campaign NAME [--wait]`: start a run from the shell, optionally watch it.
+
+With --wait the exit status tells how the run ended: 0 succeeded (every planned transfer),
+2 partial (some failed or were never tried), 1 failed or cancelled (or the run could not start).
+"""
 
 from __future__ import annotations
 
@@ -13,6 +17,8 @@ from campaigns.models import Campaign, Run
 from storageops.units import human_bytes, human_duration, human_rate
 
 _BAR = 30
+# Exit statuses of --wait by final state; anything not listed (failed, cancelled) exits 1.
+EXIT_STATUS = {"succeeded": 0, "partial": 2}
 
 
 class Command(BaseCommand):
@@ -35,16 +41,23 @@ class Command(BaseCommand):
             raise CommandError("; ".join(exc.messages)) from None
         self.stdout.write(f"Run #{run.pk} of {campaign.name} queued: {run.planned_files} files, "
                           f"{human_bytes(run.planned_bytes)}.")  # fmt: skip
-        if not wait:
-            return
+        if wait:
+            self.follow(run, poll)
+
+    def follow(self, run: Run, poll: float) -> None:
+        """Watch the run to its end, print its report, and exit with the status of its outcome."""
         try:
             run = self._watch(run.pk, max(poll, 0.2))
         except KeyboardInterrupt:
             self.stdout.write("\nStopped watching; the run goes on (cancel it from the dashboard or the API).")
             return
         self._report(run)
-        if run.state != "succeeded":
-            raise CommandError(f"Run #{run.pk} ended {run.state}: {run.stop_reason or run.error[-500:]}")
+        status = EXIT_STATUS.get(run.state, 1)
+        if status:
+            hint = f" `manage.py retry_failed {run.pk}` re-drives them." if runs.retryable_count(run) else ""
+            raise CommandError(
+                f"Run #{run.pk} ended {run.state}: {run.stop_reason or run.error[-500:]}.{hint}", returncode=status
+            )
 
     def _watch(self, run_id: int, poll: float) -> Run:
         interactive = sys.stdout.isatty()

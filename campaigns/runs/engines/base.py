@@ -51,6 +51,8 @@ class CopyResult:
     job: CopyJob
     ok: bool
     started: float  # epoch seconds
+    # Read from the clock when the copy ended (not started + duration): a copy thread's next
+    # copy then never seems to begin before its last one ended, which would count two in flight.
     finished: float
     duration: float  # monotonic seconds, immune to clock steps
     code: int | None = None

@@ -169,7 +169,7 @@ class FileOutcome:
     state: str
     reason: str
     filesize: int
-    tx_duration: float
+    tx_duration: float | None  # None: FTS never started the file
     start_time: datetime | None
     finish_time: datetime | None
     transfer_host: str
@@ -197,6 +197,8 @@ def file_outcome(entry: dict) -> FileOutcome:
     category, code = ("", None)
     if state in ("FAILED", "CANCELED"):
         category, code = categorize_fts(reason or ("Transfer canceled" if state == "CANCELED" else ""))
+    start_time = parse_time(entry.get("start_time"))
+    tx_duration = entry.get("tx_duration")
     metadata = entry.get("file_metadata") or {}
     if isinstance(metadata, str):  # FTS may hand metadata back as the JSON text it stored
         try:
@@ -210,8 +212,9 @@ def file_outcome(entry: dict) -> FileOutcome:
         state=state,
         reason=reason,
         filesize=int(entry.get("filesize") or 0),
-        tx_duration=float(entry.get("tx_duration") or 0.0),
-        start_time=parse_time(entry.get("start_time")),
+        # A file FTS never started has no duration (FTS says null), not 0.
+        tx_duration=float(tx_duration) if tx_duration is not None and start_time is not None else None,
+        start_time=start_time,
         finish_time=parse_time(entry.get("finish_time")),
         transfer_host=entry.get("transfer_host") or "",
         checksum=entry.get("checksum") or "",
@@ -285,7 +288,8 @@ class FtsClient:
     def delete_link(self, symbolicname: str) -> None:
         self._call("DELETE", "/config/links/" + quote(symbolicname, safe=""))
 
-    # what FTS says about itself, where the server offers it (fts-rest-flask answers 404 for audit)
+    # what FTS says about itself, where the server offers it (fts-rest-flask 3.13 answers both;
+    # a server without them answers 404)
     def audit(self) -> list[dict] | None:
         try:
             return self._call("GET", "/config/audit")

@@ -11,10 +11,11 @@ bytes the door had to checksum, and ``source_checksum`` the answer.
 
 Timeouts: gfal2's checksum call cannot be interrupted on root:// (``CORE:CHECKSUM_TIMEOUT``,
 the XrdCl request timeout and ``context.cancel()`` all left a request that XRootD told to
-wait 30 s running for 30 s, with gfal2 2.21.3 and XRootD 5.5.3), so the engine waits for
-the answer and records a request answered after the campaign's timeout as a checksum
-timeout, with its real latency: what an FTS transfer whose checksum stage has that timeout
-would have seen, and the slot stays busy as long as the door kept it busy.
+wait 30 s running for 30 s, with gfal2 2.21.3 and XRootD 5.5.3). A request answered after
+the campaign's timeout is recorded as a checksum timeout with its real latency; one that has
+not answered by the copy pool's deadline (the timeout and a few seconds) is given up there and
+recorded as a checksum timeout at the deadline, as a client with that timeout would see it,
+and its slot goes to the next request.
 
 XRootD keeps a file's checksum in an extended attribute and answers later requests from it,
 so a load of repeated requests on a few files measures an attribute lookup: leave
@@ -34,6 +35,8 @@ from campaigns.runs.engines.gfal2_engine import Gfal2Copier, gfal2
 class Gfal2Checksummer(Gfal2Copier):
     """Asks the source of each job for its checksum; same contexts and credentials as copies."""
 
+    timeout_category = ErrorCategory.CHECKSUM_TIMEOUT
+
     def copy(self, job: CopyJob) -> CopyResult:
         ctx, _params = self._context()
         algorithm = self.options.checksum_algorithm.upper()
@@ -49,11 +52,11 @@ class Gfal2Checksummer(Gfal2Copier):
             if category == ErrorCategory.TRANSFER_TIMEOUT:
                 category = ErrorCategory.CHECKSUM_TIMEOUT  # the only stage there is
             return CopyResult(
-                job, False, started, started + duration, duration, code=exc.code, message=message, category=category
+                job, False, started, time.time(), duration, code=exc.code, message=message, category=category
             )
         duration = time.monotonic() - tick
         answer = answer.strip().lower()
-        result = CopyResult(job, True, started, started + duration, duration, source_checksum=answer)
+        result = CopyResult(job, True, started, time.time(), duration, source_checksum=answer)
         if duration > self.options.timeout:
             result.ok = False
             result.category = ErrorCategory.CHECKSUM_TIMEOUT

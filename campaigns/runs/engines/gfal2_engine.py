@@ -14,6 +14,7 @@ import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 
+from campaigns.choices import ErrorCategory
 from campaigns.runs.engines.base import CopyJob, CopyOptions, CopyResult, EndpointCredentials
 from campaigns.runs.engines.errors import categorize
 
@@ -35,6 +36,9 @@ def gfal2_version() -> str:
 
 class Gfal2Copier:
     """Runs copies with one campaign's options; safe to call from many threads at once."""
+
+    # What a copy stopped at StorageOps' deadline is recorded as.
+    timeout_category = ErrorCategory.TRANSFER_TIMEOUT
 
     def __init__(self, options: CopyOptions, credentials: Iterable[EndpointCredentials] = ()) -> None:
         if gfal2 is None:
@@ -123,7 +127,7 @@ class Gfal2Copier:
                 job,
                 False,
                 started,
-                started + duration,
+                time.time(),
                 duration,
                 code=exc.code,
                 message=message,
@@ -137,7 +141,7 @@ class Gfal2Copier:
             job,
             True,
             started,
-            started + duration,
+            time.time(),
             duration,
             copy_mode=seen.get("mode", ""),
             source_checksum=job.checksum,
@@ -156,6 +160,15 @@ class Gfal2Copier:
         finally:
             with self._busy_lock:
                 self._busy.pop(key, None)
+
+    def cancel_thread(self, ident: int) -> bool:
+        """Abort the copy thread `ident` is running (its own context only)."""
+        with self._busy_lock:
+            ctx = self._busy.get(ident)
+        if ctx is None:
+            return False
+        ctx.cancel()
+        return True
 
     def cancel_all(self) -> int:
         """Abort every copy in flight (each on its own context); returns how many."""

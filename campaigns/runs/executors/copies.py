@@ -9,6 +9,7 @@ record thousands of transfers a second.
 from __future__ import annotations
 
 import logging
+import time
 from collections import Counter
 
 from campaigns.choices import CampaignKind
@@ -27,6 +28,11 @@ log = logging.getLogger(__name__)
 FLUSH_ROWS = 1000
 FLUSH_SECONDS = 0.25
 IDLE_WAIT = 0.01  # an idle loop waits this long for a result rather than spinning
+# A copy's deadline is the campaign's timeout and this much: gfal2 gets the first chance to
+# time out by itself (and say why); StorageOps cancels it a little later whatever it does.
+DEADLINE_GRACE = 3.0
+DEADLINE_CHECK_SECONDS = 0.5
+START_TOGETHER_WAIT = 1.0
 
 
 def build_copier(snapshot: dict) -> Gfal2Copier:
@@ -47,8 +53,12 @@ class CopyPoolExecutor:
     def __init__(self, run: Run, copier, *, executor_id: str) -> None:
         self.run_id = run.pk
         self.retries = RunSpec.of(run).retries
+        self.retry_delay = RunSpec.of(run).retry_delay
         self.executor_id = executor_id
-        self.pool = CopyPool(copier)
+        self.pool = CopyPool(copier, deadline=RunSpec.of(run).timeout + DEADLINE_GRACE)
+        self.last_deadline_check = 0.0
+        self.start_together = RunSpec.of(run).start_together
+        self.held_since = 0.0
         self.pending: list[CopyResult] = []
         self.last_flush = 0.0
         self.concurrency = 0
@@ -78,6 +88,9 @@ class CopyPoolExecutor:
     def on_step(self, index: int, concurrency: int) -> None:
         self.concurrency = concurrency
         self.pool.resize(concurrency)
+        if self.start_together:
+            self.pool.hold()
+            self.held_since = time.monotonic()
 
     def room(self, concurrency: int) -> int:
         return concurrency + self.prefetch - self.handed
@@ -86,10 +99,24 @@ class CopyPoolExecutor:
         self.pool.submit(jobs)
         self.handed += len(jobs)
         self.submitted[step] += len(jobs)
+        self._release_when_ready()
+
+    def _release_when_ready(self) -> None:
+        # Every thread has a job when as many wait as there are threads; a step with fewer
+        # files than its concurrency (the end of the plan) starts what it has after a moment.
+        if self.pool.holding() and (
+            self.pool.ready() + self.pool.copying() >= self.concurrency
+            or time.monotonic() - self.held_since >= START_TOGETHER_WAIT
+        ):
+            self.pool.release()
 
     def collect(self, now: float, *, idle: bool, stopping: bool) -> Collected:
         # Wait a little only when the last round did nothing: a loop that spins would take
         # the interpreter lock from the copy threads it feeds.
+        if now - self.last_deadline_check >= DEADLINE_CHECK_SECONDS:
+            self.last_deadline_check = now
+            self.pool.enforce_deadlines()
+        self._release_when_ready()
         got = self.pool.collect(IDLE_WAIT if idle else 0.0)
         out = Collected()
         for r in got:
@@ -101,7 +128,13 @@ class CopyPoolExecutor:
         self.pending.extend(got)
         if self.pending and (len(self.pending) >= FLUSH_ROWS or now - self.last_flush >= FLUSH_SECONDS or stopping):
             delta = retrying(
-                self.run_id, store.record, self.run_id, self.pending, self.retries, executor=self.executor_id
+                self.run_id,
+                store.record,
+                self.run_id,
+                self.pending,
+                self.retries,
+                executor=self.executor_id,
+                retry_delay=self.retry_delay,
             )
             out.done, out.failed, out.skipped, out.requeued = (
                 delta["done"],

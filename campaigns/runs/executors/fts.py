@@ -1,15 +1,20 @@
 """The FTS executor: claimed jobs go to an FTS3 server in bulk jobs, polled in batches; each
 file's final state is written into its Transfer row with FTS's own figures.
 
-A step's concurrency is enforced by FTS through a pinned link limit where the instance
-allows it, and by StorageOps never having more files in FTS than the step's concurrency
-otherwise. The driver runs on the "control" queue: it only talks to FTS and the database.
+A step's concurrency is held by StorageOps never having more files in FTS than the step's
+concurrency, until FTS's optimizer has put the link's pinned range in force (a range set on a
+link is obeyed only from the optimizer's next pass, and a new link bursts 10 files per
+scheduling pass before that); from then on FTS holds it and the link is kept full. Without link
+management StorageOps is the limit throughout. The driver runs on the "control" queue: it only
+talks to FTS and the database.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from dataclasses import replace
+from datetime import UTC, datetime
 
 from django.utils import timezone
 
@@ -33,6 +38,10 @@ from campaigns.spec import RunSpec
 log = logging.getLogger(__name__)
 TICK_SECONDS = 0.2
 STOPPING_POLL_SECONDS = 1.0
+# A file cancelled while copying comes back CANCELED with no finish time, which FTS writes once
+# the copy has stopped (about 2 s later): its job is polled this long for it at most.
+CANCEL_FINISH_WAIT = 10.0
+NO_FINISH_NOTE = " (FTS gave no finish time within {:.0f} s: finished_at is when StorageOps saw it cancelled)"
 
 
 def build_client(snapshot: dict) -> FtsClient:
@@ -64,6 +73,12 @@ class FtsExecutor:
         self.jobs: dict[str, _Job] = {}
         self.cancel_sent = False
         self.last_poll = 0.0
+        # The step's pinned value, and whether FTS's optimizer has put it in force on the links.
+        self.pinned = 0
+        self.in_force = not self.manage_links
+        self.last_check = 0.0
+        self.no_evolution = False
+        self.cancel_seen: dict[int, float] = {}  # FTS file id -> when first seen CANCELED without finish time
 
     def _retrying(self, operation, *args, **kwargs):
         return retrying(self.run.pk, operation, *args, **kwargs)
@@ -87,11 +102,15 @@ class FtsExecutor:
             # Without the config role (403) the steps cannot be honoured: stop rather than
             # measure a concurrency nobody set. What was already changed is restored at the end.
             raise ExecutorFailed(f"Could not pin the link limit on FTS: {exc}") from exc
+        # FTS obeys the new range only from its optimizer's next pass: until it says so, the
+        # step's concurrency is held here.
+        self.pinned, self.in_force, self.last_check = concurrency, False, 0.0
 
     def room(self, concurrency: int) -> int:
-        # With a pinned link FTS itself holds the step's concurrency, and a job's worth queued
-        # on its side keeps it busy between polls; otherwise StorageOps is the limit.
-        return concurrency + (self.batch_size if self.manage_links else 0) - self.outstanding()
+        # Once the pinned value is in force FTS holds the step's concurrency, and a job's worth
+        # queued on its side keeps it busy between polls; until then StorageOps is the limit.
+        extra = self.batch_size if self.manage_links and self.in_force else 0
+        return concurrency + extra - self.outstanding()
 
     def submit(self, jobs: list[CopyJob], step: int) -> None:
         try:
@@ -107,6 +126,9 @@ class FtsExecutor:
     def collect(self, now: float, *, idle: bool, stopping: bool) -> Collected:
         out = Collected()
         interval = STOPPING_POLL_SECONDS if stopping else self.spec.fts.poll_seconds
+        if not self.in_force and not self.no_evolution and not stopping and now - self.last_check >= interval:
+            self.last_check = now
+            self._check_in_force()
         if self.jobs and now - self.last_poll >= interval:
             self.last_poll = now
             self._poll(out)
@@ -182,6 +204,39 @@ class FtsExecutor:
             fts_links.restore(self.client, self.run)
 
     # -- polling ------------------------------------------------------------------------------
+    def _check_in_force(self) -> None:
+        try:
+            answer = fts_links.in_force(self.client, self.run, self.links, self.pinned)
+        except FtsError as exc:
+            log.warning("run %s: reading FTS's optimizer evolution failed, will retry: %s", self.run.pk, exc)
+            return
+        if answer is None:
+            # Nothing says when FTS obeys the range: StorageOps holds every step itself.
+            log.warning("run %s: FTS has no optimizer evolution; steps are held by StorageOps", self.run.pk)
+            self.no_evolution = True
+        self.in_force = bool(answer)
+
+    def _final_files(self, files: list[dict], now: float) -> tuple[list, int]:
+        """The files FTS reports final, ready to record, and how many still wait for their
+        finish time (cancelled while copying; at most CANCEL_FINISH_WAIT)."""
+        final, waiting = [], 0
+        for entry in files:
+            if entry.get("file_state") not in FINAL_FILE_STATES:
+                continue
+            outcome = file_outcome(entry)
+            if outcome.state == "CANCELED" and outcome.finish_time is None:
+                seen = self.cancel_seen.setdefault(outcome.file_id, now)
+                if now - seen < CANCEL_FINISH_WAIT:
+                    waiting += 1
+                    continue
+                outcome = replace(
+                    outcome,
+                    finish_time=datetime.fromtimestamp(seen, UTC),
+                    reason=outcome.reason + NO_FINISH_NOTE.format(CANCEL_FINISH_WAIT),
+                )
+            final.append(outcome)
+        return final, waiting
+
     def _poll(self, out: Collected) -> None:
         try:
             statuses = self.client.jobs(list(self.jobs))
@@ -201,7 +256,7 @@ class FtsExecutor:
                 continue
             files = status.get("files", [])
             job.unstarted = sum(1 for f in files if f.get("file_state") == "SUBMITTED")
-            final = [file_outcome(f) for f in files if f.get("file_state") in FINAL_FILE_STATES]
+            final, waiting = self._final_files(files, time.time())
             if final:
                 delta = self._retrying(fts_store.record_files, self.run.pk, final, job_id, self.executor_id)
                 out.done += delta["done"]
@@ -213,7 +268,7 @@ class FtsExecutor:
                 out.returned_bytes += delta["planned_bytes"]
                 job.rows -= delta["written"]
                 job.bytes -= delta["planned_bytes"]
-            if status.get("job_state") in FINAL_JOB_STATES:
+            if status.get("job_state") in FINAL_JOB_STATES and not waiting:
                 # Every file of a final job is final; a row it did not report is closed at the end.
                 self._forget(job_id, out)
 

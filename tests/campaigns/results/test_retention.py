@@ -91,18 +91,18 @@ def test_retention_keeps_summaries_steps_comparisons_and_events():
 
 def test_runs_in_flight_and_young_data_are_not_touched():
     host, live_host = Host.objects.create(name="door-b"), Host.objects.create(name="door-live")
-    done = finished_run("done", host, files=4)
+    done = finished_run("done", host, files=8)
     MetricSample.objects.filter(host=host).update(time=F("time") - timedelta(hours=1))
-    live = finished_run("live", live_host, files=4)
+    live = finished_run("live", live_host, files=8)
     Run.objects.filter(pk=live.pk).update(state=RunState.RUNNING, created=live.started_at)
     # Nothing is old enough yet.
     assert apply_retention(transfer_days=365, sample_days=30)["transfers_deleted"] == 0
-    assert Transfer.objects.filter(run=done).count() == 4
+    assert Transfer.objects.filter(run=done).count() == 8
     # Later: the finished run's transfers and samples go; the live run's transfers stay, and
     # so do the samples of its window.
     report = apply_retention(timezone.now() + LATER, transfer_days=365, sample_days=30)
-    assert report["transfers_deleted"] == 4
-    assert Transfer.objects.filter(run=live).count() == 4
+    assert report["transfers_deleted"] == 8
+    assert Transfer.objects.filter(run=live).count() == 8
     assert report["samples_deleted"] == 20
     assert not MetricSample.objects.filter(host=host).exists()
     assert MetricSample.objects.filter(host=live_host).count() == 20
@@ -111,7 +111,7 @@ def test_runs_in_flight_and_young_data_are_not_touched():
 
 def test_zero_days_keeps_everything():
     host = Host.objects.create(name="door-c")
-    finished_run("keep", host, files=4)
+    finished_run("keep", host, files=8)
     report = apply_retention(timezone.now() + LATER, transfer_days=0, sample_days=0)
     assert report == {"runs_frozen": 0, "transfers_deleted": 0, "samples_deleted": 0, "rollups_written": 0}
-    assert Transfer.objects.count() == 4 and MetricSample.objects.count() == 20
+    assert Transfer.objects.count() == 8 and MetricSample.objects.count() == 20

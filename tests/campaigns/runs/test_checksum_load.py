@@ -84,7 +84,8 @@ def test_checksum_limit_2_against_8(doors):
     max2, max8 = (Run.objects.get(pk=run.pk) for run in created)
     expected = adler32_of_zeros(SIZE)
     for run in (max2, max8):
-        assert run.state in (RunState.SUCCEEDED, RunState.FAILED), run.error
+        # Under load some requests may time out: partial (or failed, if none was answered).
+        assert run.state in (RunState.SUCCEEDED, RunState.PARTIAL, RunState.FAILED), run.error
         rows = Transfer.objects.filter(run=run)
         assert rows.count() == 2 * STEP_FILES and not rows.exclude(destination="").exists()
         # Every request is recorded with its latency and the door's answer.

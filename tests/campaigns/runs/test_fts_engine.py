@@ -37,7 +37,7 @@ LINK = ("root://127.0.0.1", "root://127.0.0.1")  # FTS names storage elements wi
 
 @pytest.fixture
 def fts():
-    double = FtsDouble(token=TOKEN, audit=True).start()
+    double = FtsDouble(token=TOKEN).start()
     try:
         yield double
     finally:
@@ -80,7 +80,8 @@ def test_run_of_60_files_matches_what_fts_reported(xrootd_pair, fts, client, vie
     # Source 7 is missing: FTS reports "SOURCE [2] Failed to stat file (No such file or directory)".
     write_sources(door1, "/data/fts1/", obj.source_path, count, size, skip={7})
     run = runs.create_run(obj, trigger="command")
-    assert RunDriver(run.pk).drive() == RunState.SUCCEEDED
+    # One planned transfer failed (its source is missing): the run is partial, not succeeded.
+    assert RunDriver(run.pk).drive() == RunState.PARTIAL
     run.refresh_from_db()
     assert (run.files_done, run.files_failed, run.files_skipped) == (count - 1, 1, 0)
 
@@ -121,19 +122,28 @@ def test_run_of_60_files_matches_what_fts_reported(xrootd_pair, fts, client, vie
     posts = [(p["min_active"], p["max_active"]) for p in fts.link_posts if p["symbolicname"] == "site-link"]
     assert posts == [(3, 3), (6, 6), (2, 50)]
     assert (fts.links["site-link"]["min_active"], fts.links["site-link"]["max_active"]) == (2, 50)
-    assert fts.peaks.get((*LINK, 3), 0) <= 3 and fts.peaks.get((*LINK, 6), 0) <= 6
+    # FTS obeys a range from its optimizer's next pass (None: no value yet for the new link, when
+    # StorageOps alone held the step): never more copies at once than the value in force.
+    assert fts.peaks.get((*LINK, None), 0) <= 3 and fts.peaks.get((*LINK, 3), 0) <= 3
+    assert fts.peaks.get((*LINK, 6), 0) <= 6
     assert fts.peaks.get((*LINK, 6), 0) > 3  # the second step really ran wider
-    # Each file ran under its own step's limit: a step ends once FTS started all of its files.
-    assert {(t.step, fts.started_under[t.fts_file_id]) for t in transfers if t.state == "succeeded"} == {(0, 3), (1, 6)}
+    # Each file started under a value within its own step's: a step ends once FTS started all of its files.
+    under = {(t.step, fts.started_under[t.fts_file_id]) for t in transfers if t.state == "succeeded"}
+    assert {(0, 3), (1, 6)} <= under <= {(0, None), (0, 3), (1, 3), (1, 6)}
     limit = FtsLinkLimit.objects.get(run=run)
     assert limit.previous["max_active"] == 50 and limit.restored_at is not None
     changes = list(Event.objects.filter(run=run, kind="fts_config", who="").order_by("time"))
     assert [e.summary for e in changes][-1].startswith("FTS link root://127.0.0.1 → root://127.0.0.1 restored")
-    assert len(changes) == 3
+    # Pinned, put in force by FTS's optimizer (seen in its evolution), for each step; then restored.
+    kinds = [e.summary.split(" ")[1] for e in changes]
+    assert kinds == ["link", "optimizer", "link", "optimizer", "link"], [e.summary for e in changes]
     # FTS's own record of the window: the audit entries as events, the optimizer's decisions kept.
     assert Event.objects.filter(run=run, kind="fts_config", who="token-user").count() == 3
     decisions = run.summary["fts"]["optimizer"][f"{LINK[0]} {LINK[1]}"]
-    assert [d["active"] for d in decisions] == [3, 6]
+    assert [d["active"] for d in decisions] == sorted(d["active"] for d in decisions)
+    assert {d["active"] for d in decisions} == {3, 6}
+    assert decisions[0]["rationale"] == "No information. Use configured range max."
+    assert {d["rationale"] for d in decisions if d["active"] == 6} == {"Range fixed"}
     # The run page says what was changed on FTS and that it was put back.
     client.force_login(viewer)
     page = client.get(run.get_absolute_url()).content.decode()
@@ -186,6 +196,10 @@ def test_cancel_deletes_the_jobs_and_restores_the_link_set_per_step(xrootd_pair,
         f = fts.files[t.fts_file_id]
         assert f["file_state"] == "CANCELED" and t.error_message == f["reason"] == "Job canceled by the user"
         assert t.error_category == "cancelled"
+        # FTS's finish time, also for a file cancelled while copying (FTS writes it ~2 s later);
+        # a file FTS never started has no duration.
+        assert t.finished_at == parse_time(f["finish_time"]) is not None
+        assert t.started_at is not None or t.duration is None
     assert run.files_done + run.files_failed + run.files_skipped == count
     assert not Transfer.objects.filter(run=run, state__in=["queued", "active"]).exists()
     # Pinned per step (1, then 2), then the link config StorageOps made is gone: FTS is as it was.
@@ -238,7 +252,7 @@ def test_a_worker_on_the_control_queue_alone_drives_an_fts_run(xrootd_pair, fts,
     run.refresh_from_db()
     assert (run.state, run.files_done) == (RunState.SUCCEEDED, 12)
     # Without link management StorageOps itself kept at most 4 files in FTS at once.
-    assert fts.peaks[(*LINK, 130)] <= 4
+    assert max(n for (*link, _), n in fts.peaks.items() if tuple(link) == LINK) <= 4
     assert not fts.link_posts
     for t in Transfer.objects.filter(run=run):
         expected = f"{adler32(door1.local_path(url_path(t.source))):08x}"
@@ -342,7 +356,8 @@ def test_a_byte_budget_stops_submitting_at_most_one_file_over(xrootd_pair, fts):
                    concurrency_steps=[2], fts_instance=instance(fts, manage_link_limits=False))  # fmt: skip
     write_sources(door1, "/data/fts8/", obj.source_path, 10, 10_000)
     run = runs.create_run(obj, trigger="command")
-    assert RunDriver(run.pk).drive() == RunState.SUCCEEDED
+    # The budget leaves planned files untried: partial.
+    assert RunDriver(run.pk).drive() == RunState.PARTIAL
     run.refresh_from_db()
     assert run.stop_reason.startswith("byte budget reached")
     assert (run.files_done, run.files_skipped, len(fts.files)) == (4, 6, 4)

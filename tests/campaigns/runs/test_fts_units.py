@@ -74,6 +74,12 @@ def test_file_outcome_reads_fts_fields():
     assert outcome.transfer_id == 77 and outcome.ok and outcome.throughput_bps == 500.0
     assert outcome.start_time.isoformat() == "2026-11-23T02:14:05+00:00"
     assert storage_element("root://door1.example.org:1094//data/x") == "root://door1.example.org"
+    # A file FTS never started (cancelled in the queue): no duration, not 0.
+    never = file_outcome({"file_id": 5, "file_state": "CANCELED", "reason": "Job canceled by the user",
+                          "filesize": None, "tx_duration": None, "start_time": None,
+                          "finish_time": "2026-11-23T02:14:07"})  # fmt: skip
+    assert never.tx_duration is None and never.throughput_bps is None and never.filesize == 0
+    assert file_outcome({"file_state": "CANCELED", "tx_duration": 0, "start_time": None}).tx_duration is None
 
 
 @pytest.mark.django_db

@@ -36,3 +36,35 @@ def test_run_campaign_names_an_unknown_campaign(db):
     )
     assert result.returncode != 0
     assert "No campaign named 'no-such'" in result.stderr
+
+
+def manage(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [PYTHON, "manage.py", *args], cwd=ROOT, env=child_env(), capture_output=True, text=True, timeout=120
+    )
+
+
+def test_a_partial_run_exits_2_and_retry_failed_finishes_the_campaign(worker):
+    # 10 files, 4,000 bytes a run: each run stops at its byte budget and leaves the rest untried.
+    mock_campaign("cli-budget", file_count=10, file_size=1000, max_bytes=4000, concurrency_steps=[1])
+    first = manage("run_campaign", "cli-budget", "--wait", "--poll", "0.3")
+    run = Run.objects.get(campaign__name="cli-budget")
+    assert first.returncode == 2, first.stderr[-2000:]
+    assert f"Run #{run.pk} partial: {run.files_done} ok, 0 failed, {run.files_skipped} skipped" in first.stdout
+    assert "byte budget reached" in first.stderr and f"manage.py retry_failed {run.pk}" in first.stderr
+
+    chain = [run]
+    while chain[-1].state == "partial":
+        result = manage("retry_failed", str(chain[-1].pk), "--wait", "--poll", "0.3")
+        retry = Run.objects.get(retry_of=chain[-1])
+        left = chain[-1].planned_files - chain[-1].files_done
+        assert f"Run #{retry.pk} queued: retry of run #{chain[-1].pk}, {left} files" in result.stdout
+        assert result.returncode == (0 if retry.state == "succeeded" else 2), result.stderr[-2000:]
+        chain.append(retry)
+        assert len(chain) <= 4  # 4 or 5 files a run: three runs at most
+    assert chain[-1].state == "succeeded" and f"Run #{chain[-1].pk} succeeded" in result.stdout
+    assert sum(r.files_done for r in chain) == 10
+
+    refused = manage("retry_failed", str(chain[-1].pk))
+    assert refused.returncode == 1 and "nothing to retry" in refused.stderr
+    assert "No run #999999" in manage("retry_failed", "999999").stderr

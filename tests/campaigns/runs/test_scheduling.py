@@ -177,7 +177,8 @@ def test_daily_budget_used_up_skips_and_a_partial_budget_stops_the_run(settings)
     # The run may move what is left of the day's budget; the campaign's own value stays as it was.
     assert (RunSpec.of(first).max_bytes, RunSpec.of(first).campaign_max_bytes) == (3500, None)
     assert first.snapshot["parameters"]["max_bytes"] is None
-    assert RunDriver(first.pk).drive() == RunState.SUCCEEDED
+    # Files were left untried by the budget: the run is partial, and says which budget.
+    assert RunDriver(first.pk).drive() == RunState.PARTIAL
     first.refresh_from_db()
     assert first.stop_reason.startswith("daily byte budget reached")
     assert 3500 <= first.bytes_done <= 4000  # at most one file over

@@ -1,0 +1,73 @@
+"""The concurrency a step really ran at, read from the transfers' own start and end times.
+
+A step claims a concurrency; what the storage saw is how many copies were in flight. For each
+step: the time-weighted mean of copies in flight over the step's active window (its first
+start to its last end) and the most that were ever in flight at once. A step whose mean is
+more than OFF_TARGET off its target is flagged: its throughput belongs to another concurrency.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+
+from campaigns.choices import TransferState
+from campaigns.models import Run, Transfer
+
+OFF_TARGET = 0.10
+# Copies that ran: a skipped transfer never started; a cancelled one may have.
+_RAN = (TransferState.SUCCEEDED, TransferState.FAILED, TransferState.CANCELLED)
+
+
+def in_flight(intervals: Iterable[tuple[float, float]]) -> tuple[float | None, int]:
+    """(time-weighted mean, maximum) of intervals in flight over their joint window.
+
+    The mean is the copies' busy time over the window from the first start to the last end.
+    At equal times an end is taken before a start: a copy that begins the instant another
+    ends takes its slot, it does not run beside it.
+    """
+    edges: list[tuple[float, int]] = []
+    busy = 0.0
+    for start, end in intervals:
+        end = max(end, start)
+        busy += end - start
+        edges.append((start, 1))
+        edges.append((end, -1))
+    if not edges:
+        return None, 0
+    edges.sort()
+    level = peak = 0
+    for _, delta in edges:
+        level += delta
+        peak = max(peak, level)
+    span = edges[-1][0] - edges[0][0]
+    return (busy / span if span > 0 else float(peak)), peak
+
+
+def achieved(run: Run) -> dict[int, dict]:
+    """Per step index: {"achieved_mean", "achieved_max"} from the rows' own times."""
+    intervals: dict[int, list[tuple[float, float]]] = defaultdict(list)
+    rows = (
+        Transfer.objects.filter(run=run, state__in=_RAN, started_at__isnull=False, finished_at__isnull=False)
+        .exclude(step=None)
+        .values_list("step", "started_at", "finished_at")
+        .order_by()
+        .iterator(chunk_size=20000)
+    )
+    for step, started, finished in rows:
+        intervals[step].append((started.timestamp(), finished.timestamp()))
+    out = {}
+    for step, spans in intervals.items():
+        mean, peak = in_flight(spans)
+        out[step] = {"achieved_mean": round(mean, 3) if mean is not None else None, "achieved_max": peak}
+    return out
+
+
+def with_achieved(run: Run, steps: list[dict]) -> list[dict]:
+    """The step rows with their achieved concurrency, and a flag where it is off target."""
+    figures = achieved(run)
+    for row in steps:
+        row.update(figures.get(row["step"], {"achieved_mean": None, "achieved_max": 0}))
+        target, mean = row.get("concurrency"), row.get("achieved_mean")
+        row["off_target"] = bool(target and mean is not None and abs(mean - target) / target > OFF_TARGET)
+    return steps

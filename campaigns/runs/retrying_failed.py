@@ -1,0 +1,80 @@
+"""Retry failed: re-drive, as a new run linked to it, the transfers of a finished run that did
+not succeed (failed, timed out, skipped by a budget or a stop, cancelled), so a campaign run
+for weeks ends with nothing lost.
+
+The new run freezes nothing anew: its snapshot is the old run's (the same parameters and
+endpoints) with `"retry": {"of", "indices", "seed"}`, and planning plans exactly those indices,
+each with its source and size, below the new run's own folder. Its byte budget is the one any
+new run of the campaign gets now (starting.new_run). A chain of retries stays a line: a run
+is retried once, and what its retry left is retried from the retry.
+"""
+
+from __future__ import annotations
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+
+from campaigns.choices import FINAL_RUN_STATES, TransferState
+from campaigns.models import Run, Transfer
+from campaigns.runs.planning import planned_indices
+from campaigns.runs.starting import dispatch, new_run
+from campaigns.spec import RunSpec
+from collectors.events import log_event
+
+
+def retry_indices(run: Run) -> list[int]:
+    """The indices of `run`'s planned transfers that did not succeed, in order. A run that
+    never wrote its plan (cancelled before its start, failed while preparing) did not succeed
+    at any of them."""
+    rows = Transfer.objects.filter(run=run)
+    if not rows.exists():
+        return planned_indices(run.snapshot)
+    return list(rows.exclude(state=TransferState.SUCCEEDED).order_by("index").values_list("index", flat=True))
+
+
+def refusal(run: Run) -> str | None:
+    """Why `run` cannot be retried now, or None. Reads no transfer row."""
+    if run.state not in FINAL_RUN_STATES:
+        return f"Run #{run.pk} is {run.state}: only a finished run can be retried."
+    retries = sorted(r.pk for r in run.retries.all())  # all(): a list view prefetches them
+    if retries:
+        return f"Run #{run.pk} was already retried by run #{retries[0]}: retry that run instead."
+    if (run.summary or {}).get("archived", {}).get("transfers_deleted"):
+        return f"Run #{run.pk}'s transfers were deleted by retention: which ones failed is no longer known."
+    if run.files_done >= run.planned_files:
+        return f"Run #{run.pk} has nothing to retry: all its {run.planned_files} planned transfers succeeded."
+    return None
+
+
+def retryable_count(run: Run) -> int:
+    """How many transfers "retry failed" would re-drive (0 when it would be refused), from the
+    run's counters: what the run page's button says without reading the rows."""
+    return 0 if refusal(run) else run.planned_files - run.files_done
+
+
+def retry_failed(run: Run, *, user=None, trigger: str) -> Run:
+    """Create, and dispatch once committed, a run of `run`'s campaign that re-drives exactly the
+    transfers of `run` that did not succeed; ValidationError when `run` is live, was already
+    retried, lost its rows to retention, or has nothing to retry."""
+    with transaction.atomic():
+        # Under the old run's lock: two clicks at once make one retry, not two.
+        run = Run.objects.select_for_update().select_related("campaign").get(pk=run.pk)
+        reason = refusal(run)
+        indices = [] if reason else retry_indices(run)
+        if not indices:
+            raise ValidationError(reason or f"Run #{run.pk} has nothing to retry: no planned transfer failed.")
+        previous = RunSpec.of(run).retry
+        snapshot = {
+            **run.snapshot,
+            "retry": {"of": run.pk, "indices": indices, "seed": previous.seed if previous else run.pk},
+        }
+        retry = new_run(run.campaign, snapshot, user=user, trigger=trigger, retry_of=run)
+        log_event(
+            "note",
+            f"Retry of run #{run.pk}: {len(indices)} transfers (run #{retry.pk})",
+            source="operator" if user else "storageops",
+            run=retry,
+            user=user if user and user.is_authenticated else None,
+        )
+        transaction.on_commit(lambda: dispatch(retry.pk))
+    return retry

@@ -1,0 +1,89 @@
+"""A step measures exactly its concurrency (issue: honest runs).
+
+A sweep 1, 2, 4, 8 of real root:// TPC copies between two local XRootD doors, its steps bounded
+by files and then by time. Checked from the transfers' own start and end times, not from what
+the driver meant to do: no copy of a step runs while another step's concurrency is in force,
+each step's time-weighted mean in flight is within 10 % of its target and its maximum never
+above it; the step table says so (achieved beside target) and flags nothing.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from campaigns import runs
+from campaigns.choices import RunState
+from campaigns.models import RunStep, Transfer
+from campaigns.results import readers
+from campaigns.results.concurrency import in_flight
+from campaigns.runs.lifecycle import RunDriver
+from tests.support.factories import campaign, endpoint
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+SIZE = 8_000_000
+STEPS = [1, 2, 4, 8]
+
+
+def sweep(xrootd_pair, name: str, **fields):
+    door1, door2 = xrootd_pair
+    src = endpoint(f"{name}-src", door1.root_url_for(f"/data/{name}/"))
+    dst = endpoint(f"{name}-dst", door2.root_url_for(f"/data/{name}/"))
+    files = fields.pop("file_count")
+    data = b"\x5a" * SIZE
+    for number in range(16):  # a few distinct sources, read again and again
+        door1.write_local(f"/data/{name}/src/{SIZE}/src-{number:07d}", data)
+    obj = campaign(
+        name, [src], [dst], file_count=files, file_size=SIZE, source_file_count=16, source_path="src",
+        checksum_mode="none", concurrency_steps=STEPS, **fields,
+    )  # fmt: skip
+    run = runs.create_run(obj, trigger="command")
+    RunDriver(run.pk).drive()  # the state is asserted by the caller
+    run.refresh_from_db()
+    return run
+
+
+def assert_steps_held(run) -> None:
+    spans: dict[int, list[tuple[float, float]]] = {}
+    for step, started, finished in Transfer.objects.filter(run=run, state="succeeded").values_list(
+        "step", "started_at", "finished_at"
+    ):
+        spans.setdefault(step, []).append((started.timestamp(), finished.timestamp()))
+    assert sorted(spans) == [0, 1, 2, 3]
+    # No copy of one step runs while another step's copies are in flight.
+    windows = [(min(s for s, _ in spans[k]), max(e for _, e in spans[k])) for k in sorted(spans)]
+    for (_, end), (start, _) in itertools.pairwise(windows):
+        assert end <= start, f"steps overlap: one ends at {end}, the next began at {start}"
+    for step, target in enumerate(STEPS):
+        mean, peak = in_flight(spans[step])
+        print(f"step {step}: target {target}, achieved mean {mean:.2f}, max {peak}, {len(spans[step])} copies")
+        assert peak <= target, (step, peak)
+        assert abs(mean - target) / target <= 0.10, (step, target, mean)
+    # The step table shows the same, read from the same rows, and flags nothing.
+    table = readers.steps(run)
+    assert [(s["concurrency"], s["achieved_max"] <= s["concurrency"], s["off_target"]) for s in table] == [
+        (c, True, False) for c in STEPS
+    ]
+    assert [s.concurrency for s in RunStep.objects.filter(run=run).order_by("index")] == STEPS
+
+
+def test_file_bounded_steps_run_at_their_concurrency(xrootd_pair):
+    run = sweep(xrootd_pair, "steps-files", file_count=4 * 32, step_files=32)
+    assert run.state == RunState.SUCCEEDED, run.stop_reason
+    assert list(Transfer.objects.filter(run=run).values_list("step", flat=True).order_by("step").distinct()) == [
+        0,
+        1,
+        2,
+        3,
+    ]
+    assert_steps_held(run)
+
+
+def test_time_bounded_steps_run_at_their_concurrency(xrootd_pair):
+    run = sweep(xrootd_pair, "steps-time", file_count=5000, step_seconds=4)
+    # The sweep ends by time with files left: honest about them (partial), not "succeeded".
+    assert run.state == RunState.PARTIAL
+    assert run.stop_reason == "concurrency sweep completed"
+    assert run.files_failed == 0 and run.files_done > 0
+    assert_steps_held(run)
