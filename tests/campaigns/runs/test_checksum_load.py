@@ -109,7 +109,9 @@ def test_checksum_limit_2_against_8(doors):
     # max 2: at eight concurrent requests some are held back past the timeout.
     timeouts = Transfer.objects.filter(run=max2, error_category="checksum_timeout")
     assert timeouts.exists() and all(t.duration > TIMEOUT for t in timeouts)
-    assert f"past the {TIMEOUT} s timeout" in timeouts.first().error_message
+    # Answered late, or never answered and given up at StorageOps' deadline (timeout + 3 s).
+    for t in timeouts:
+        assert f"past the {TIMEOUT} s timeout" in t.error_message or "deadline" in t.error_message, t.error_message
     assert step(max2, 1)["errors"].get("checksum_timeout", 0) >= 1
     # Latency counts every answered request, the late ones too.
     assert step(max2, 1)["latency_p95"] > TIMEOUT > step(max8, 1)["latency_p95"]
