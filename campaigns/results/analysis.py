@@ -160,7 +160,11 @@ def run_summary(run: Run, exclude: list[tuple[datetime, datetime]] | None = None
     by_destination: dict[int, Aggregate] = defaultdict(new)
     by_source: dict[int, Aggregate] = defaultdict(new)
     left_out = {"transfers": 0, "bytes": 0}
+    # The copies' times per step, for the achieved concurrency: read in this pass, not another.
+    intervals: concurrency.Intervals = defaultdict(list)
     for step, state, size, moved, started, finished, duration, category, src, dst in _rows(run):
+        if concurrency.ran(state, step, started, finished):
+            intervals[step].append((started.timestamp(), finished.timestamp()))
         if exclude and started and finished and any(started <= hi and finished >= lo for lo, hi in exclude):
             left_out["transfers"] += 1
             left_out["bytes"] += moved or 0
@@ -187,6 +191,7 @@ def run_summary(run: Run, exclude: list[tuple[datetime, datetime]] | None = None
                 {"step": index, "concurrency": spec.concurrency_of(index), **steps[index].as_dict()}
                 for index in sorted(steps)
             ],
+            intervals,
         ),
         "destinations": {endpoint_names.get(k, str(k)): v.as_dict() for k, v in by_destination.items()},
         "sources": {endpoint_names.get(k, str(k)): v.as_dict() for k, v in by_source.items()},

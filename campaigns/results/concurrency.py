@@ -44,9 +44,17 @@ def in_flight(intervals: Iterable[tuple[float, float]]) -> tuple[float | None, i
     return (busy / span if span > 0 else float(peak)), peak
 
 
-def achieved(run: Run) -> dict[int, dict]:
-    """Per step index: {"achieved_mean", "achieved_max"} from the rows' own times."""
-    intervals: dict[int, list[tuple[float, float]]] = defaultdict(list)
+Intervals = dict[int, list[tuple[float, float]]]
+
+
+def ran(state: str, step: int | None, started, finished) -> bool:
+    """Whether a row is a copy that ran within a step (what the figures are read from)."""
+    return step is not None and state in _RAN and started is not None and finished is not None
+
+
+def intervals_of(run: Run) -> Intervals:
+    """Per step index, the (start, end) epochs of its copies that ran."""
+    intervals: Intervals = defaultdict(list)
     rows = (
         Transfer.objects.filter(run=run, state__in=_RAN, started_at__isnull=False, finished_at__isnull=False)
         .exclude(step=None)
@@ -56,18 +64,17 @@ def achieved(run: Run) -> dict[int, dict]:
     )
     for step, started, finished in rows:
         intervals[step].append((started.timestamp(), finished.timestamp()))
-    out = {}
-    for step, spans in intervals.items():
-        mean, peak = in_flight(spans)
-        out[step] = {"achieved_mean": round(mean, 3) if mean is not None else None, "achieved_max": peak}
-    return out
+    return intervals
 
 
-def with_achieved(run: Run, steps: list[dict]) -> list[dict]:
-    """The step rows with their achieved concurrency, and a flag where it is off target."""
-    figures = achieved(run)
+def with_achieved(run: Run, steps: list[dict], intervals: Intervals | None = None) -> list[dict]:
+    """The step rows with their achieved concurrency, and a flag where it is off target.
+    `intervals`: the copies' times when the caller already read the rows, else read here."""
+    intervals = intervals_of(run) if intervals is None else intervals
     for row in steps:
-        row.update(figures.get(row["step"], {"achieved_mean": None, "achieved_max": 0}))
-        target, mean = row.get("concurrency"), row.get("achieved_mean")
+        mean, peak = in_flight(intervals.get(row["step"], ()))
+        row["achieved_mean"] = round(mean, 3) if mean is not None else None
+        row["achieved_max"] = peak
+        target = row.get("concurrency")
         row["off_target"] = bool(target and mean is not None and abs(mean - target) / target > OFF_TARGET)
     return steps
