@@ -3,8 +3,6 @@ refuses a bad cron expression in place, saves a good one, and beat's task follow
 
 from __future__ import annotations
 
-import time
-import urllib.request
 
 import pytest
 from django.db import connections
@@ -12,28 +10,9 @@ from django_celery_beat.models import PeriodicTask
 
 from campaigns.models import CampaignSchedule
 from tests.support.factories import mock_campaign
-from tests.support.ports import free_port
-from tests.support.processes import PYTHON, ROOT, ManagedProcess
-from tests.support.workers import child_env
+from tests.support.web import gunicorn_server
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.browser]
-
-
-def web_server(log_dir):
-    """The dashboard in a gunicorn process of its own on the test database (static files from the finders)."""
-    port = free_port()
-    argv = [PYTHON, "-m", "gunicorn", "storageops.wsgi:application", "-b", f"127.0.0.1:{port}", "-w", "1"]
-    web = ManagedProcess("web", argv, child_env(DEBUG="1"), log_dir, cwd=ROOT).start()
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2):
-                return web, f"http://127.0.0.1:{port}"
-        except OSError:
-            assert web.returncode is None, web.log_text()[-3000:]
-            time.sleep(0.3)
-    web.stop()
-    raise AssertionError(web.log_text()[-3000:])
 
 
 def test_an_admin_schedules_a_campaign_from_its_page(page, admin_user, log_dir, settings):
@@ -44,7 +23,7 @@ def test_an_admin_schedules_a_campaign_from_its_page(page, admin_user, log_dir, 
     admin_user.set_password("correct horse battery staple")
     admin_user.save()
     campaign = mock_campaign("browser-sched")
-    web, base = web_server(log_dir)
+    web, base = gunicorn_server(log_dir, DEBUG="1")
     try:
         page.goto(f"{base}/login/")
         page.fill("input[name=username]", admin_user.username)
