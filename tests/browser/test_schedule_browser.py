@@ -3,7 +3,6 @@ refuses a bad cron expression in place, saves a good one, and beat's task follow
 
 from __future__ import annotations
 
-
 import pytest
 from django.db import connections
 from django_celery_beat.models import PeriodicTask
