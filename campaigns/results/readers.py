@@ -14,8 +14,9 @@ from typing import Any
 
 from django.core.cache import cache
 from django.db.models import Avg
+from django.utils import timezone
 
-from campaigns.models import Run, RunChart
+from campaigns.models import Run, RunChart, Transfer
 from campaigns.results import analysis, charts, grouped, verdicts
 from campaigns.results.scope import run_hosts
 from collectors.models import MetricSample
@@ -27,6 +28,20 @@ def stored(run: Run) -> dict | None:
     """The results written when the run finished, or None (still live, or never written)."""
     summary = run.summary or {}
     return summary if not run.is_live and summary.get("steps") is not None else None
+
+
+def oldest_in_flight(run: Run, limit: int = 10) -> list[Transfer]:
+    """The copies of a live run under way longest, each with its age in seconds: what a hung
+    door shows first."""
+    rows = list(
+        Transfer.objects.filter(run=run, state="active", started_at__isnull=False)
+        .only("index", "source", "destination", "size", "attempt", "started_at", "step")
+        .order_by("started_at")[:limit]
+    )
+    now = timezone.now()
+    for row in rows:
+        row.age_seconds = (now - row.started_at).total_seconds()
+    return rows
 
 
 def summary(run: Run) -> dict:

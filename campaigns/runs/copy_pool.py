@@ -199,6 +199,11 @@ class CopyPool:
         with self._lock:
             return self._copying
 
+    def in_flight(self) -> list[tuple[int, float]]:
+        """(transfer id, epoch it began) of every copy under way: what the live page lists."""
+        with self._lock:
+            return [(slot.job.id, slot.started) for slot in self._slots.values() if not slot.given_up]
+
     def started(self, step: int) -> int:
         """How many copies of `step` a thread has begun (what a step's end waits for)."""
         with self._lock:

@@ -98,6 +98,7 @@ class RunLoop:
         self.busy = False
         self.last_result = 0.0
         self.stalled_since: float | None = None
+        self.marked: set[int] = set()  # copies under way whose start time is on their row
         self.stop: Stop | None = None
         self.abort_from: float | None = None
 
@@ -162,12 +163,21 @@ class RunLoop:
             if now - self.last_progress >= settings.STORAGEOPS_PROGRESS_SECONDS:
                 self.last_progress = now
                 self.watch_for_stall(now)
+                self.mark_started()
                 if not self._retrying(leases.renew_lease, run.pk, self.executor, **self.progress(now)):
                     raise LeaseLost
         if self.abort_from is not None and now >= self.abort_from and now - self.last_abort >= ABORT_EVERY:
             if self.engine.outstanding():
                 self.engine.cancel(abort_running=True)
             self.last_abort = now
+
+    def mark_started(self) -> None:
+        """Put each new copy's start time on its row: in flight is visible, with its age."""
+        under_way = dict(self.engine.in_flight())
+        new = [(pk, at) for pk, at in under_way.items() if pk not in self.marked]
+        if new:
+            self._retrying(store.mark_started, self.run_obj.pk, self.executor, new)
+        self.marked = set(under_way)
 
     def watch_for_stall(self, now: float) -> None:
         """Copies in flight and none finishing for STORAGEOPS_STALL_SECONDS: say so, once."""

@@ -40,7 +40,8 @@ _RECORD_SQL_PG = (
 # Claim the next queued rows in plan order and mark them active in one round trip; a failed
 # attempt waiting for its retry is not due before its retry_at.
 _CLAIM_SQL = (
-    "UPDATE " + _TABLE + " SET state='active', attempt=attempt+1, step=%s, executor=%s, retry_at=NULL "  # noqa: S608
+    "UPDATE " + _TABLE + " SET state='active', attempt=attempt+1, step=%s, executor=%s, retry_at=NULL, "  # noqa: S608
+    "started_at=NULL "
     "WHERE id IN (SELECT id FROM " + _TABLE + " WHERE run_id=%s AND state='queued' "
     "AND (retry_at IS NULL OR retry_at <= now()) ORDER BY index LIMIT %s) "
     "RETURNING id, index, source, destination, size, attempt, source_checksum"
@@ -49,6 +50,20 @@ _RETRY_SQL_PG = (
     "UPDATE " + _TABLE + " SET retry_at=%s, history = history || %s::jsonb "  # noqa: S608
     "WHERE id=%s AND executor=%s AND state='queued'"
 )
+# A copy under way gets its start time as soon as the driver sees it start, so the live page
+# and the API show what is in flight and since when; its result later writes the same value.
+_STARTED_SQL_PG = (
+    "UPDATE " + _TABLE + " AS t SET started_at=v.started_at FROM unnest(%s::bigint[], %s::timestamptz[]) "  # noqa: S608
+    "AS v(id, started_at) WHERE t.id=v.id AND t.run_id=%s AND t.executor=%s AND t.state='active' "
+    "AND t.started_at IS NULL"
+)
+# Rows a dead driver left active: those it had seen copying keep that lost attempt in their history.
+_ORPHANS_SQL_PG = (
+    "UPDATE " + _TABLE + " SET state='queued', started_at=NULL, history = CASE WHEN started_at IS NULL "  # noqa: S608
+    "THEN history ELSE history || jsonb_build_array(jsonb_build_object('attempt', attempt, 'started_at', "
+    "started_at, 'category', 'driver_lost', 'message', %s)) END WHERE run_id=%s AND state='active'"
+)
+_ORPHAN_MESSAGE = "the driver running this copy died before it ended; the copy is tried again"
 # Each attempt waits retry_delay x 2^(attempt-1), at most this long.
 MAX_RETRY_DELAY = 3600
 
@@ -257,13 +272,37 @@ def next_retry_at(run_id: int) -> datetime | None:
 def release(run_id: int, ids: list[int], executor: str) -> int:
     """Return claimed transfers that no copy thread started: not an attempt, just not yet."""
     return Transfer.objects.filter(run_id=run_id, id__in=ids, executor=executor, state=TransferState.ACTIVE).update(
-        state=TransferState.QUEUED, attempt=F("attempt") - 1, executor="", step=None
+        state=TransferState.QUEUED, attempt=F("attempt") - 1, executor="", step=None, started_at=None
     )
+
+
+def mark_started(run_id: int, executor: str, started: Sequence[tuple[int, float]]) -> int:
+    """Give copies under way their start time (epoch seconds), once; returns the rows marked."""
+    if not started:
+        return 0
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(
+                _STARTED_SQL_PG, [[pk for pk, _ in started], [_ts(at) for _, at in started], run_id, executor]
+            )
+            return cursor.rowcount
+    marked = 0
+    for pk, at in started:
+        marked += Transfer.objects.filter(
+            pk=pk, run_id=run_id, executor=executor, state=TransferState.ACTIVE, started_at__isnull=True
+        ).update(started_at=_ts(at))
+    return marked
 
 
 def requeue_orphans(run_id: int) -> int:
     """Transfers left active by a driver that died go back to the queue to be retried."""
-    return Transfer.objects.filter(run_id=run_id, state=TransferState.ACTIVE).update(state=TransferState.QUEUED)
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(_ORPHANS_SQL_PG, [_ORPHAN_MESSAGE, run_id])
+            return cursor.rowcount
+    return Transfer.objects.filter(run_id=run_id, state=TransferState.ACTIVE).update(
+        state=TransferState.QUEUED, started_at=None
+    )
 
 
 def close_remaining(run_id: int, state: str, reason: str) -> int:

@@ -60,13 +60,15 @@ class RunDetailView(DetailView):
         context["byte_budget"] = byte_budget(self.object)
         context["retryable"] = runs.retryable_count(self.object)
         context["chain"] = chain.retry_chain(self.object)
+        context["in_flight"] = readers.oldest_in_flight(self.object) if self.object.is_live else []
         return context
 
 
 def run_progress(request: HttpRequest, pk: int) -> HttpResponse:
     """The live progress partial; it stops asking to be polled once the run has ended."""
     run = get_object_or_404(Run.objects.select_related("campaign"), pk=pk)
-    response = _htmx(render(request, "campaigns/partials/run_progress.html", {"run": run}))
+    in_flight = readers.oldest_in_flight(run) if run.is_live else []
+    response = _htmx(render(request, "campaigns/partials/run_progress.html", {"run": run, "in_flight": in_flight}))
     if request.headers.get("HX-Request") and not run.is_live:
         # The run just ended while the page watched it: reload once for the result tables.
         response["HX-Refresh"] = "true"

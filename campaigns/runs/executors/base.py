@@ -76,6 +76,9 @@ class Executor(Protocol):
     def copying(self) -> int:
         """Copies under way this moment (what the dashboard's 'in flight' shows)."""
 
+    def in_flight(self) -> list[tuple[int, float]]:
+        """(transfer id, epoch it started) of the copies under way, as far as the engine knows."""
+
     def give_back_unstarted(self) -> list[CopyJob]:
         """Take back the jobs not started (a timed step's end, a stop); the lifecycle requeues them."""
 

@@ -156,6 +156,9 @@ class CopyPoolExecutor:
     def copying(self) -> int:
         return self.pool.copying()
 
+    def in_flight(self) -> list[tuple[int, float]]:
+        return self.pool.in_flight()
+
     def give_back_unstarted(self) -> list[CopyJob]:
         jobs = self.pool.take_unstarted()
         self.handed -= len(jobs)

@@ -79,6 +79,7 @@ class FtsExecutor:
         self.last_check = 0.0
         self.no_evolution = False
         self.cancel_seen: dict[int, float] = {}  # FTS file id -> when first seen CANCELED without finish time
+        self.active: dict[int, float] = {}  # transfer id -> FTS's start time, of files FTS says are ACTIVE
 
     def _retrying(self, operation, *args, **kwargs):
         return retrying(self.run.pk, operation, *args, **kwargs)
@@ -146,6 +147,9 @@ class FtsExecutor:
 
     def copying(self) -> int:
         return max(self.outstanding() - sum(job.unstarted for job in self.jobs.values()), 0)
+
+    def in_flight(self) -> list[tuple[int, float]]:
+        return list(self.active.items())
 
     def give_back_unstarted(self) -> list[CopyJob]:
         # FTS holds its own queue: a file it has not started cannot be taken back without
@@ -256,6 +260,7 @@ class FtsExecutor:
                 continue
             files = status.get("files", [])
             job.unstarted = sum(1 for f in files if f.get("file_state") == "SUBMITTED")
+            self._note_active(files)
             final, waiting = self._final_files(files, time.time())
             if final:
                 delta = self._retrying(fts_store.record_files, self.run.pk, final, job_id, self.executor_id)
@@ -271,6 +276,17 @@ class FtsExecutor:
             if status.get("job_state") in FINAL_JOB_STATES and not waiting:
                 # Every file of a final job is final; a row it did not report is closed at the end.
                 self._forget(job_id, out)
+
+    def _note_active(self, files: list[dict]) -> None:
+        """Remember FTS's own start time of each file it reports ACTIVE; forget the others."""
+        for entry in files:
+            outcome = file_outcome(entry)
+            if outcome.transfer_id is None:
+                continue
+            if outcome.state == "ACTIVE" and outcome.start_time is not None:
+                self.active[outcome.transfer_id] = outcome.start_time.timestamp()
+            else:
+                self.active.pop(outcome.transfer_id, None)
 
     def _forget(self, job_id: str, out: Collected) -> None:
         job = self.jobs.pop(job_id)

@@ -13,6 +13,7 @@ import threading
 import time
 
 import pytest
+from django.urls import reverse
 
 from campaigns import runs
 from campaigns.choices import ErrorCategory, RunState, TransferState
@@ -154,7 +155,7 @@ def test_copies_to_a_door_that_never_answers_end_as_timeouts_within_the_timeout_
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_run_whose_copies_stop_finishing_is_marked_stalled_and_clears_when_they_finish(settings):
+def test_a_run_whose_copies_stop_finishing_is_marked_stalled_and_clears_when_they_finish(settings, client, viewer):
     settings.STORAGEOPS_STALL_SECONDS = 5
     settings.STORAGEOPS_PROGRESS_SECONDS = 1
     obj = mock_campaign("stall", dst_query="time=9", file_count=2, concurrency_steps=[2], checksum_mode="none")
@@ -166,6 +167,14 @@ def test_a_run_whose_copies_stop_finishing_is_marked_stalled_and_clears_when_the
     while Run.objects.get(pk=run.pk).stalled_since is None:
         assert time.monotonic() < deadline and thread.is_alive(), "no stall was reported"
         time.sleep(0.2)
+    # While stalled, the copies in flight are on record with their start, and the live page lists them.
+    begun = time.time()
+    active = Transfer.objects.filter(run=run, state=TransferState.ACTIVE)
+    assert active.count() == 2 and all(t.started_at is not None for t in active)
+    assert all(begun - 9 - 1 <= t.started_at.timestamp() <= begun for t in active)
+    client.force_login(viewer)
+    page = client.get(reverse("campaigns:run_progress", args=[run.pk])).content.decode()
+    assert 'id="stall-banner"' in page and "Longest in flight (2 of 2)" in page, page
     thread.join(30)
     assert seen == [RunState.SUCCEEDED]
     run.refresh_from_db()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pytest
 from django.conf import settings
@@ -160,6 +160,10 @@ def test_a_run_is_resumed_from_its_rows_after_its_driver_vanished(settings):
 
     jobs = transfer_store.claim(run.pk, 4, 0, "dead-worker")
     assert len(jobs) == 4
+    # The dead driver had seen two of them start copying: those lost attempts stay on their record.
+    started = time.time() - 3
+    assert transfer_store.mark_started(run.pk, "dead-worker", [(jobs[0].id, started), (jobs[1].id, started)]) == 2
+    assert transfer_store.mark_started(run.pk, "someone-else", [(jobs[2].id, started)]) == 0
     Run.objects.filter(pk=run.pk).update(heartbeat_at=run.created - timedelta(hours=1))  # lease long expired
     assert runs.stale_run_ids() == [run.pk]
     assert RunDriver(run.pk).drive() == RunState.SUCCEEDED
@@ -167,6 +171,12 @@ def test_a_run_is_resumed_from_its_rows_after_its_driver_vanished(settings):
     assert (run.files_done, run.files_failed, run.files_skipped) == (40, 0, 0)
     retried = Transfer.objects.filter(run=run, attempt=2)
     assert sorted(retried.values_list("index", flat=True)) == [j.index for j in jobs]
+    lost = {t.index: t.history for t in retried}
+    for job in jobs[:2]:
+        assert [(h["attempt"], h["category"]) for h in lost[job.index]] == [(1, "driver_lost")]
+        assert abs(datetime.fromisoformat(lost[job.index][0]["started_at"]).timestamp() - started) < 0.01
+    assert lost[jobs[2].index] == lost[jobs[3].index] == []  # never seen copying: nothing to say
+    assert all(t.started_at.timestamp() > started for t in retried)  # the new attempt's own start
 
 
 def test_live_progress_is_persisted_every_two_seconds():
