@@ -225,6 +225,22 @@ def file_outcome(entry: dict) -> FileOutcome:
     )
 
 
+def active_starts(files: list[dict]) -> tuple[dict[int, float], set[int]]:
+    """From a job's file list: {transfer id: FTS's start time (epoch)} of the files FTS is
+    copying, and the ids of the files it is not (queued, or final)."""
+    started: dict[int, float] = {}
+    other: set[int] = set()
+    for entry in files:
+        outcome = file_outcome(entry)
+        if outcome.transfer_id is None:
+            continue
+        if outcome.state == "ACTIVE" and outcome.start_time is not None:
+            started[outcome.transfer_id] = outcome.start_time.timestamp()
+        else:
+            other.add(outcome.transfer_id)
+    return started, other
+
+
 # -- the client -------------------------------------------------------------------------------
 class FtsClient:
     def __init__(self, settings: FtsSettings) -> None:

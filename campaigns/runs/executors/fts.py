@@ -28,6 +28,7 @@ from campaigns.runs.engines.fts import (
     FtsError,
     FtsSettings,
     JobOptions,
+    active_starts,
     file_outcome,
     job_body,
 )
@@ -279,14 +280,10 @@ class FtsExecutor:
 
     def _note_active(self, files: list[dict]) -> None:
         """Remember FTS's own start time of each file it reports ACTIVE; forget the others."""
-        for entry in files:
-            outcome = file_outcome(entry)
-            if outcome.transfer_id is None:
-                continue
-            if outcome.state == "ACTIVE" and outcome.start_time is not None:
-                self.active[outcome.transfer_id] = outcome.start_time.timestamp()
-            else:
-                self.active.pop(outcome.transfer_id, None)
+        started, other = active_starts(files)
+        for transfer_id in other:
+            self.active.pop(transfer_id, None)
+        self.active.update(started)
 
     def _forget(self, job_id: str, out: Collected) -> None:
         job = self.jobs.pop(job_id)

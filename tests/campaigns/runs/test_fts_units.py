@@ -9,7 +9,7 @@ from campaigns import runs
 from campaigns.models import FtsInstance
 from campaigns.runs.engines.base import CopyJob
 from campaigns.runs.engines.errors import categorize_fts, parse_fts_reason
-from campaigns.runs.engines.fts import JobOptions, file_outcome, job_body, storage_element
+from campaigns.runs.engines.fts import JobOptions, active_starts, file_outcome, job_body, storage_element
 from campaigns.spec import RunSpec
 from tests.support.factories import campaign, endpoint
 
@@ -107,3 +107,15 @@ def test_fts_runs_go_to_the_control_queue(settings):
     routes = settings.CELERY_TASK_ROUTES
     assert drive_fts_run.name not in routes and settings.CELERY_TASK_DEFAULT_QUEUE == settings.STORAGEOPS_CONTROL_QUEUE
     assert routes[drive_run.name]["queue"] == settings.STORAGEOPS_TRANSFERS_QUEUE
+
+
+def test_files_fts_is_copying_are_known_with_ftss_own_start_time():
+    files = [
+        {"file_state": "ACTIVE", "start_time": "2026-11-23T02:14:05", "file_metadata": {"transfer": 7}},
+        {"file_state": "SUBMITTED", "start_time": None, "file_metadata": '{"transfer": 8}'},
+        {"file_state": "FINISHED", "start_time": "2026-11-23T02:14:01", "file_metadata": {"transfer": 9}},
+        {"file_state": "ACTIVE", "start_time": "2026-11-23T02:14:06"},  # not one of ours: no transfer id
+    ]
+    started, other = active_starts(files)
+    assert started == {7: 1795400045.0}
+    assert other == {8, 9}
