@@ -7,6 +7,7 @@ benchmarks do (ManagedProcess, XRootDServer); it is killed, and every process it
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import signal
@@ -20,9 +21,14 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, call_command
 
-from devsite.processes import PidFile, cmdline, descendants, is_alive, start_time
+from devsite.processes import PidFile, cmdline, descendants, is_alive, start_time, stop_children_on_signals
 from devsite.supervisor import SELF, Leftovers
 from tests.support.processes import PYTHON, ROOT
+
+#: stop_children_on_signals' own defaults: children are SIGKILLed after GRACE, and a main
+#: thread that has not unwound EXIT_AFTER seconds later is forced out.
+_DEFAULTS = inspect.signature(stop_children_on_signals).parameters
+GRACE, EXIT_AFTER = _DEFAULTS["grace"].default, _DEFAULTS["exit_after"].default
 
 #: A child that forks a grandchild into a process group of its own (as xrootd does with the
 #: xrdcp of a TPC copy), both sleeping.
@@ -117,12 +123,14 @@ def test_a_benchmark_stuck_in_a_blocking_call_stops_its_worker_and_door_on_sigte
         tree = _tree(parent.pid, 4)
         started = time.monotonic()
         parent.send_signal(signal.SIGTERM)
-        parent.wait(timeout=15)
+        parent.wait(timeout=30)
         seconds = time.monotonic() - started
-        left, _ = _gone_within(tree, 10 - seconds)
+        left, _ = _gone_within(tree, 10)
         assert not left, left
-        assert seconds < 10
-        assert parent.stdout.read().strip() == "unwound"  # the finally blocks ran
+        # It unwound by itself (its finally blocks ran) rather than being forced out at
+        # exit_after: the printed word proves that whatever a busy machine added to the time.
+        assert parent.stdout.read().strip() == "unwound", f"forced out after {seconds:.1f} s"
+        assert seconds < GRACE + EXIT_AFTER
     finally:
         if parent.poll() is None:
             parent.kill()
