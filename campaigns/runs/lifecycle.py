@@ -99,9 +99,13 @@ class RunDriver:
     # -- phases -------------------------------------------------------------------------------
     def _prepare(self, run: Run) -> None:
         run.versions = versions.collect_versions(run.snapshot)
-        checksums: dict[int, str] = {}
-        if RunSpec.of(run).create_sources:
-            checksums = create_sources(run.snapshot, run.pk, self.storage(run))
+        spec = RunSpec.of(run)
+        # A retry copies the very files its chain's first run created: uploading them again
+        # would give them new bytes (what the earlier runs copied would no longer match its
+        # source), and a door refuses to overwrite a file a copy given up on still reads.
+        checksums = store.source_checksums(spec.retry.of) if spec.retry else None
+        if checksums is None:
+            checksums = create_sources(run.snapshot, run.pk, self.storage(run)) if spec.create_sources else {}
         with transaction.atomic():
             if not Transfer.objects.filter(run_id=run.pk).exists():
                 store.insert_plan(run.pk, plan(run.snapshot, run.pk), checksums)

@@ -318,6 +318,16 @@ def close_remaining(run_id: int, state: str, reason: str) -> int:
     return count
 
 
+def source_checksums(run_id: int) -> dict[int, str] | None:
+    """The expected checksum of the source data of each size, as `run_id`'s plan recorded it;
+    None when that run never wrote its plan (its sources may never have been created)."""
+    rows = Transfer.objects.filter(run_id=run_id)
+    if not rows.exists():
+        return None
+    pairs = rows.exclude(source_checksum="").values_list("size", "source_checksum").order_by().distinct()
+    return dict(pairs)
+
+
 def recount(run_id: int) -> dict[str, int]:
     """Counters recomputed from the rows: the truth a resumed driver starts from."""
     agg = Transfer.objects.filter(run_id=run_id).aggregate(

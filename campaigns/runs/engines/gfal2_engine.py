@@ -23,6 +23,16 @@ try:  # Debian's python3-gfal2; absent only on machines that never run transfers
 except ImportError:  # pragma: no cover - the install scripts always provide it
     gfal2 = None
 
+# XrdCl (gfal2's root:// plugin, one per process) retries a refused connection only at the start
+# of its next connection window, 120 s by default, and after five failed windows shuts the door
+# out for 30 minutes: copies to a door restarted a few seconds ago hung until StorageOps gave
+# them up, and a "retry failed" right after failed the same way. Short windows reach a door within
+# seconds of its return. XrdCl reads these once, at its first use in the process (after this
+# import); values set in the environment win. See docs/notes-xrootd-gfal2.md.
+XRDCL_DEFAULTS = {"XRD_CONNECTIONWINDOW": "5", "XRD_CONNECTIONRETRY": "24", "XRD_STREAMERRORWINDOW": "5"}
+for name, value in XRDCL_DEFAULTS.items():
+    os.environ.setdefault(name, value)
+
 # gfal2 loads its plugins and configuration on the first context of a process, and that
 # first initialisation is not thread-safe: a freshly forked worker whose copy threads all
 # created their contexts at once died with SIGSEGV. Contexts are made one at a time.

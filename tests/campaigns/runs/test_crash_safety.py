@@ -5,15 +5,19 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from urllib.parse import urlsplit
 
 import pytest
 from django.db import connection
+from django.db.models import Avg
 
 from campaigns import runs
 from campaigns.choices import RunState
 from campaigns.models import Run, Transfer
 from campaigns.runs import store as transfer_store
-from tests.support.factories import mock_campaign
+from collectors.choices import EventKind
+from collectors.models import Event
+from tests.support.factories import campaign, endpoint, mock_campaign
 from tests.support.ports import free_port
 from tests.support.processes import ManagedProcess
 from tests.support.workers import celery_worker
@@ -147,3 +151,69 @@ def test_broker_restart_mid_run_loses_nothing(log_dir, tmp_path, settings):
     finally:
         worker.stop()
         redis.stop()
+
+
+def seconds_for(run_id: int, copies: int, concurrency: int) -> float:
+    """How long `copies` more copies take at the pace this run's finished ones were measured at."""
+    pace = Transfer.objects.filter(run_id=run_id, state="succeeded").aggregate(Avg("duration"))["duration__avg"]
+    return copies * pace / concurrency
+
+
+def test_real_copies_survive_two_sigkilled_workers(log_dir, xrootd_pair):
+    """200 real root:// copies between two XRootD doors; the worker driving them is SIGKILLed
+    twice at different points, a third finishes. Nothing is lost, nothing recorded twice,
+    nothing left untried, and every file is on the destination door's disk."""
+    door1, door2 = xrootd_pair
+    planned, size, concurrency = 200, 100_000, 10  # a root:// TPC takes ~2.5 s whatever its size
+    src = endpoint("crash-door1", door1.root_url_for("/data/crash/"))
+    dst = endpoint("crash-door2", door2.root_url_for("/data/crash/"))
+    obj = campaign(
+        "real-crash", [src], [dst], file_count=planned, file_size=size, create_sources=True,
+        source_file_count=4, concurrency_steps=[concurrency], checksum_mode="none",
+    )  # fmt: skip
+    workers = [celery_worker(log_dir, name="real-doomed-1", STORAGEOPS_RUN_LEASE_SECONDS=LEASE)]
+    kills, gaps = [], []
+    try:
+        workers[0].wait_for_log("ready.", timeout=60)
+        run = runs.start_run(obj, trigger="command")
+        began = time.monotonic()
+        wait_for(lambda: progress(run.pk) >= 1, 120, "the first finished copy")
+        # Killed early, and again well after the first resume, each time with copies in flight.
+        for n, at in enumerate((planned // 4, planned * 13 // 20), start=2):
+            # The time those copies take at the pace measured so far, with room for a busy machine,
+            # and after a kill the lease to expire and a new worker to take the run over.
+            budget = 4 * seconds_for(run.pk, at - progress(run.pk), concurrency) + 60 + 4 * int(LEASE)
+            wait_for(lambda at=at: progress(run.pk) >= at, budget, f"{at} finished transfers")
+            workers[-1].kill()
+            killed_at = time.monotonic()
+            kills.append((progress(run.pk), Transfer.objects.filter(run=run, state="active").count()))
+            workers.append(celery_worker(log_dir, name=f"real-rescuer-{n}", STORAGEOPS_RUN_LEASE_SECONDS=LEASE))
+            workers[-1].wait_for_log("ready.", timeout=60)
+            wait_for(lambda n=n: resumed(run.pk) == n - 1, 60 + 4 * int(LEASE), "the run to be resumed")
+            gaps.append(time.monotonic() - killed_at)
+        budget = 4 * seconds_for(run.pk, planned - progress(run.pk), concurrency) + 60
+        wait_for(lambda: not Run.objects.get(pk=run.pk).is_live, budget, "the twice resumed run to end")
+        took = time.monotonic() - began
+    finally:
+        for process in workers:
+            process.stop()
+
+    run.refresh_from_db()
+    print(f"\n{planned} real copies; SIGKILLs at (finished, active) {kills}; resumed {gaps[0]:.1f} s and "
+          f"{gaps[1]:.1f} s after each; {took:.1f} s in all")  # fmt: skip
+    assert all(done < planned and active > 0 for done, active in kills), "each kill lands mid-run"
+    assert run.state == RunState.SUCCEEDED, (run.state, run.stop_reason, run.error)
+    assert_exactly_one_final_record_each(run, planned)
+    rows = Transfer.objects.filter(run=run)
+    assert set(rows.values_list("state", flat=True)) == {"succeeded"}  # none skipped, none untried
+    # The copies each kill cut short were tried again: a second (or third) attempt, recorded once.
+    assert 0 < rows.filter(attempt__gt=1).count() <= sum(active for _, active in kills)
+    for t in rows:
+        assert door2.local_path("/" + urlsplit(t.destination).path.lstrip("/")).stat().st_size == size
+    said = Event.objects.filter(run=run)
+    assert said.filter(kind=EventKind.RUN_START).count() == 1
+    assert resumed(run.pk) == 2, list(said.values_list("kind", "summary"))
+
+
+def resumed(run_id: int) -> int:
+    return Event.objects.filter(run_id=run_id, kind=EventKind.RUN_INCIDENT, summary__contains=" resumed by ").count()

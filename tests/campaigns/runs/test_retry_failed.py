@@ -180,3 +180,17 @@ def test_missing_sources_written_later_are_retried_to_a_complete_chain(xrootd_pa
     chain = retry_chain(first)
     assert (chain["files_done"], chain["planned_files"], chain["percent"], chain["complete"]) == (8, 8, 100.0, True)
     assert runs.retryable_count(retry) == 0
+
+
+def test_a_retry_copies_the_sources_its_chain_created_and_uploads_none(monkeypatch):
+    """Uploading again would give the sources new bytes (what earlier runs copied would no
+    longer match them) and a door refuses to overwrite a file a lingering copy still reads."""
+    import campaigns.runs.lifecycle as lifecycle
+
+    uploads: list[int] = []
+    monkeypatch.setattr(lifecycle, "create_sources", lambda snapshot, run_id, copier: uploads.append(run_id) or {})
+    first = drive(runs.create_run(half_failing_campaign("reuse", file_count=4, create_sources=True), trigger="command"))
+    Transfer.objects.filter(run=first).update(source_checksum="0badcafe")  # as generated sources record it
+    retry = drive(runs.retry_failed(first, trigger="command"))
+    assert uploads == [first.pk]
+    assert set(Transfer.objects.filter(run=retry).values_list("source_checksum", flat=True)) == {"0badcafe"}
