@@ -186,3 +186,29 @@ def test_no_room_for_a_temp_file_fails_the_run_with_its_reason(xrootd_https_pair
     assert run.stop_reason != "driver error" and not run.error
     assert Event.objects.filter(run=run, kind="run_incident", summary__contains="no room to generate").exists()
     assert Event.objects.filter(run=run, kind="run_end", summary__contains="no room to generate").exists()
+
+
+def test_a_retry_reads_its_first_runs_sources_written_again_after_their_clean_up(
+    xrootd_pair, django_capture_on_commit_callbacks
+):
+    door1, door2 = xrootd_pair
+    obj = make(door1, door2, "prep-retry", cleanup="delete", checksum_mode="target", max_bytes=4_000_000,
+               concurrency_steps=[1])  # fmt: skip
+    first = runs.create_run(obj, trigger="command")
+    RunDriver(first.pk).drive()
+    first.refresh_from_db()
+    assert first.state == RunState.PARTIAL and first.files_done < 8, (first.state, first.files_done)
+    folder = f"/data/prep-retry/storageops/source/run-{first.pk}-sources"
+    assert first.summary["cleanup"]["sources"]["deleted"] == 8
+    assert not door1.local_path(folder).exists()
+
+    with django_capture_on_commit_callbacks(execute=False):  # driven here, not by a worker
+        retry = runs.retry_failed(first, trigger="command")
+    assert RunDriver(retry.pk).drive() == RunState.SUCCEEDED, Run.objects.get(pk=retry.pk).error
+    copied = Transfer.objects.filter(run=retry)
+    assert copied.count() == 8 - first.files_done
+    assert all(f"/run-{first.pk}-sources/" in t.source for t in copied)
+    # gfal2 checked each copy against the checksum of the data the retry generated: the first
+    # run's bytes, made again from the same seed.
+    first_sums = set(Transfer.objects.filter(run=first, state="succeeded").values_list("source_checksum", flat=True))
+    assert set(copied.values_list("source_checksum", flat=True)) == first_sums
