@@ -212,3 +212,42 @@ def test_a_retry_reads_its_first_runs_sources_written_again_after_their_clean_up
     # run's bytes, made again from the same seed.
     first_sums = set(Transfer.objects.filter(run=first, state="succeeded").values_list("source_checksum", flat=True))
     assert set(copied.values_list("source_checksum", flat=True)) == first_sums
+
+
+def test_a_cancel_aborts_uploads_of_temp_files_through_gfal2(xrootd_https_pair, test_ca):
+    """davs sources go through a local file and gfal2's filecopy, which only gfal2's cancel stops."""
+    a, b = xrootd_https_pair
+    creds = {"bearer_token": "storageops-test", "ca_dir": str(test_ca.ca_dir)}
+    src = endpoint("abort-src", a.davs_url_for("/data/abort/"), **creds)
+    dst = endpoint("abort-dst", b.davs_url_for("/data/abort/"), **creds)
+    obj = campaign("prep-abort", [src], [dst], file_count=4, file_size=512 * MB, create_sources=True)
+    started: list[float] = []
+
+    def recording_copier(snapshot):
+        copier = build_copier(snapshot)
+        upload = copier.upload
+
+        def recorded(local_path, url):
+            started.append(time.monotonic())
+            upload(local_path, url)
+
+        copier.upload = recorded
+        return copier
+
+    run = runs.create_run(obj, trigger="command")
+    thread, out = in_thread(run.pk, copier_factory=recording_copier)
+    deadline = time.monotonic() + 60
+    while not started and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert started, "no upload started"
+    time.sleep(1.0)
+    asked = time.monotonic()
+    assert runs.request_cancel(Run.objects.get(pk=run.pk))
+    thread.join(30)
+    took = time.monotonic() - asked
+    run.refresh_from_db()
+    assert out.get("result") == RunState.CANCELLED and run.stop_reason == "cancelled during preparation"
+    assert took < 5.0, took
+    folder = a.local_path(f"/data/abort/storageops/source/run-{run.pk}-sources/{512 * MB}")
+    sizes = [path.stat().st_size for path in folder.iterdir()] if folder.exists() else []
+    assert sum(sizes) < 4 * 512 * MB, sizes  # the uploads did not run to their end
