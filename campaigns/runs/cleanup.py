@@ -3,6 +3,9 @@
 Every file a run writes lies in its own folder, <endpoint prefix>/<destination path>/run-<id>/.
 Before anything is deleted, each URL is checked to lie inside that folder on the endpoint it
 was planned for, after normalising its path; a URL with a '..' segment is refused outright.
+A run's generated sources (create_sources) lie in its seed's folder below the source path
+(planning.sources_folder); remove_sources deletes those the run's plan wrote, while the run is
+not yet final: no retry of it can exist yet, and a retry writes the sources it needs again.
 Deletes go through the run's own engine (gfal2, with the endpoints' credentials), which
 reports a failure as an OSError carrying the errno. A file
 that is already gone counts as absent, not as a failure; every failure is kept with its
@@ -15,13 +18,14 @@ import errno
 import json
 import logging
 import posixpath
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import urlsplit
 
 from campaigns.choices import TransferState
 from campaigns.models import Run, Transfer
 from campaigns.results.finalize import add
-from campaigns.runs.planning import endpoint_folder_url, run_folder
+from campaigns.runs.planning import endpoint_folder_url, plan, run_folder, sources_folder
 from campaigns.spec import RunSpec
 from collectors.events import log_event
 
@@ -48,8 +52,35 @@ def run_folders(run: Run) -> dict[int, str]:
     return {ep["id"]: endpoint_folder_url(ep, folder) for ep in [*snapshot["sources"], *snapshot["destinations"]]}
 
 
-def cleanup_run(run: Run, engine) -> dict:
-    """Delete the run's files through `engine` (needs remove/remove_folder); returns the report."""
+def remove_sources(run: Run, engine, tick: Callable[[], object] = lambda: None) -> dict:
+    """Delete the source files `run`'s plan generated (and their folders, once empty); returns
+    the report. Call it before the run is final (see the module's docstring), with `tick`
+    renewing its driver's lease: it is called from this thread between deletes."""
+    spec = RunSpec.of(run)
+    seed = spec.retry.seed if spec.retry is not None else run.pk
+    endpoints = {ep["id"]: ep for ep in [*run.snapshot["sources"], *run.snapshot["destinations"]]}
+    folder = sources_folder(spec, seed)
+    report = _new_report()
+    targets: dict[str, int] = {}
+    for t in plan(run.snapshot, run.pk):
+        if t.source in targets or t.source.startswith("mock:"):
+            continue
+        home = endpoint_folder_url(endpoints[t.source_endpoint_id], folder)
+        if inside_prefix(t.source, home):
+            targets[t.source] = t.source_endpoint_id
+        else:
+            report["refused"] += 1
+            _keep_error(report, f"refused (outside {home}): {t.source}")
+    _delete_all(engine, list(targets), report, tick)
+    homes = {endpoint_folder_url(endpoints[i], folder) for i in set(targets.values())}
+    sizes = {url.split("?", 1)[0].rsplit("/", 1)[0] + "/" for url in targets}
+    report["folders_removed"] = _remove_folders(engine, sizes) + _remove_folders(engine, homes)
+    return report
+
+
+def cleanup_run(run: Run, engine, *, sources: dict | None = None) -> dict:
+    """Delete the run's files through `engine` (needs remove/remove_folder); returns the report,
+    with `sources` (remove_sources' report) in it when given."""
     folders = run_folders(run)
     # Skipped transfers never started; cancelled ones may have left a partial file.
     written = (
@@ -57,7 +88,7 @@ def cleanup_run(run: Run, engine) -> dict:
         .filter(state__in=[TransferState.SUCCEEDED, TransferState.FAILED, TransferState.CANCELLED])
         .values_list("destination", "destination_endpoint_id")
     )
-    report = {"deleted": 0, "absent": 0, "failed": 0, "refused": 0, "errors": []}
+    report = _new_report()
     targets = []
     used: set[int] = set()
     for url, endpoint_id in written.iterator(chunk_size=5000):
@@ -68,6 +99,24 @@ def cleanup_run(run: Run, engine) -> dict:
             report["refused"] += 1
             _keep_error(report, f"refused (outside {folders.get(endpoint_id, 'the run folder')}): {url}")
 
+    _delete_all(engine, targets, report)
+    report["folders_removed"] = _remove_folders(engine, [folders[i] for i in used])
+    if sources is not None:
+        report["sources"] = sources
+    _record(run, report)
+    return report
+
+
+def record_sources(run: Run, sources: dict) -> None:
+    """The clean-up report of a run that never started: its sources only."""
+    _record(run, {**_new_report(), "folders_removed": 0, "sources": sources})
+
+
+def _new_report() -> dict:
+    return {"deleted": 0, "absent": 0, "failed": 0, "refused": 0, "errors": []}
+
+
+def _delete_all(engine, urls: list[str], report: dict, tick: Callable[[], object] = lambda: None) -> None:
     def delete(url: str) -> tuple[str, str]:
         try:
             engine.remove(url)
@@ -78,13 +127,11 @@ def cleanup_run(run: Run, engine) -> dict:
             return "failed", f"{url}: {exc.strerror or exc}"
 
     with ThreadPoolExecutor(max_workers=DELETE_CONCURRENCY) as pool:
-        for outcome, message in pool.map(delete, targets):
+        for outcome, message in pool.map(delete, urls):
             report[outcome] += 1
             if message:
                 _keep_error(report, message)
-    report["folders_removed"] = _remove_folders(engine, [folders[i] for i in used])
-    _record(run, report)
-    return report
+            tick()
 
 
 def _remove_folders(engine, urls) -> int:
@@ -110,7 +157,8 @@ def _record(run: Run, report: dict) -> None:
         "note",
         f"Clean-up of run {run}: {report['deleted']} files deleted"
         + (f", {report['failed']} failed, {report['refused']} refused" if problems else "")
-        + (f", {report['absent']} already gone" if report["absent"] else ""),
+        + (f", {report['absent']} already gone" if report["absent"] else "")
+        + (f"; {report['sources']['deleted']} source files deleted" if "sources" in report else ""),
         run=run,
         detail=json.dumps(report),
     )

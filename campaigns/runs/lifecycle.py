@@ -9,9 +9,11 @@ a budget is reached and how a run stops exists once, for all of them.
 from __future__ import annotations
 
 import logging
+import time
 import traceback
 from collections.abc import Callable
 
+from django.conf import settings
 from django.db import DatabaseError, close_old_connections, transaction
 from django.utils import timezone
 
@@ -23,7 +25,8 @@ from campaigns.runs.executors import Executor, build_client, build_copier, build
 from campaigns.runs.loop import LeaseLost, RunLoop
 from campaigns.runs.outages import retrying
 from campaigns.runs.planning import plan
-from campaigns.runs.sources import create_sources
+from campaigns.runs.sources import PreparationCancelled, PreparationFailed, PreparationStopped, create_sources
+from campaigns.runs.starting import current_state
 from campaigns.spec import RunSpec
 from collectors.choices import EventKind
 from collectors.events import log_event
@@ -49,6 +52,7 @@ class RunDriver:
         self.copier_factory = copier_factory
         self.client_factory = client_factory
         self.copier = None  # gfal2 for sources and clean-up, whatever engine copies
+        self.wrote_sources = False  # this drive prepared or resumed a run with generated sources
         self.engine: Executor | None = None
 
     def storage(self, run: Run):
@@ -73,7 +77,10 @@ class RunDriver:
             )
             try:
                 if run.state == RunState.PENDING:
-                    self._prepare(run)
+                    try:
+                        self._prepare(run)
+                    except PreparationStopped as stop:
+                        return self._stopped_preparing(run, stop)
                 else:
                     self._resume(run)
                 drive = RunLoop(run, self.engine, executor=self.executor)
@@ -100,12 +107,16 @@ class RunDriver:
     def _prepare(self, run: Run) -> None:
         run.versions = versions.collect_versions(run.snapshot)
         spec = RunSpec.of(run)
-        # A retry copies the very files its chain's first run created: uploading them again
-        # would give them new bytes (what the earlier runs copied would no longer match its
-        # source), and a door refuses to overwrite a file a copy given up on still reads.
-        checksums = store.source_checksums(spec.retry.of) if spec.retry else None
+        # A retry copies the files its chain's first run generated, with their recorded
+        # checksums: a door refuses to overwrite a file that a copy given up on still reads.
+        # Only a chain whose clean-up deleted them (cleanup=delete) writes them again: the same
+        # bytes, generated from the same seed.
+        checksums = store.source_checksums(spec.retry.of) if spec.retry and spec.cleanup != "delete" else None
         if checksums is None:
-            checksums = create_sources(run.snapshot, run.pk, self.storage(run)) if spec.create_sources else {}
+            checksums = {}
+            if spec.create_sources:
+                self.wrote_sources = True
+                checksums = create_sources(run.snapshot, run.pk, self.storage(run), self._preparation_control())
         with transaction.atomic():
             if not Transfer.objects.filter(run_id=run.pk).exists():
                 store.insert_plan(run.pk, plan(run.snapshot, run.pk), checksums)
@@ -118,7 +129,42 @@ class RunDriver:
         if not Event.objects.filter(run=run, kind=EventKind.RUN_START).exists():
             log_event("run_start", f"Run {run} started ({run.planned_files} files)", run=run)
 
+    def _renewer(self) -> Callable[[], bool]:
+        """Renews the lease when STORAGEOPS_PROGRESS_SECONDS have passed, as the run loop does,
+        for the phases outside it; False once another driver holds the run."""
+        last = time.monotonic()
+
+        def renew() -> bool:
+            nonlocal last
+            if time.monotonic() - last < settings.STORAGEOPS_PROGRESS_SECONDS:
+                return True
+            last = time.monotonic()
+            return self._retrying(leases.renew_lease, self.run_id, self.executor)
+
+        return renew
+
+    def _preparation_control(self) -> Callable[[], None]:
+        """What the run loop does for cancel and heartbeat, while the sources are written."""
+        renew = self._renewer()
+
+        def control() -> None:
+            if self._retrying(current_state, self.run_id) == RunState.CANCELLING:
+                raise PreparationCancelled
+            if not renew():
+                raise LeaseLost
+
+        return control
+
+    def _stopped_preparing(self, run: Run, stop: PreparationStopped) -> str:
+        state = RunState.CANCELLED if isinstance(stop, PreparationCancelled) else RunState.FAILED
+        log.warning("run %s: %s", self.run_id, stop.reason)
+        if isinstance(stop, PreparationFailed):
+            self._incident(run, f"Run {run} could not start: {stop.reason}"[:300])
+        self._finish(run, state, stop.reason, {})
+        return state
+
     def _resume(self, run: Run) -> None:
+        self.wrote_sources = RunSpec.of(run).create_sources
         said = self.engine.resume()
         counts = self._retrying(store.recount, run.pk)
         self._retrying(Run.objects.filter(pk=run.pk).update, **counts)
@@ -131,6 +177,12 @@ class RunDriver:
     def _finish(self, run: Run, state: str, reason: str, extras: dict) -> None:
         now = timezone.now()
         leftover = TransferState.CANCELLED if state == RunState.CANCELLED else TransferState.SKIPPED
+        deletes = RunSpec.of(run).cleanup == "delete"
+        # Before the run is final, so no retry of it (which writes them again) reads them yet.
+        sources = None
+        if deletes and self.wrote_sources:
+            renew = self._renewer()  # the run is not final yet: its lease must hold meanwhile
+            sources = self._cleaning(run, lambda: cleanup.remove_sources(run, self.storage(run), renew))
         with transaction.atomic():
             store.close_remaining(run.pk, leftover, reason)
             steps.end_open_steps(run.pk, now)
@@ -142,12 +194,18 @@ class RunDriver:
             + (f" ({reason})" if reason else ""),
             run=run,
         )
-        if RunSpec.of(run).cleanup == "delete" and run.started_at:
-            try:
-                cleanup.cleanup_run(run, self.storage(run))
-            except Exception:
-                # The run's record stands whatever happens to its clean-up.
-                log.exception("run %s: clean-up failed", run.pk)
+        if deletes and run.started_at:
+            self._cleaning(run, lambda: cleanup.cleanup_run(run, self.storage(run), sources=sources))
+        elif sources is not None:
+            self._cleaning(run, lambda: cleanup.record_sources(run, sources))
+
+    def _cleaning(self, run: Run, operation: Callable[[], dict | None]) -> dict | None:
+        try:
+            return operation()
+        except Exception:
+            # The run's record stands whatever happens to its clean-up.
+            log.exception("run %s: clean-up failed", run.pk)
+            return None
 
     def _incident(self, run: Run, summary: str) -> None:
         try:

@@ -81,8 +81,22 @@ def file_sizes(spec: RunSpec, seed: int) -> list[int]:
 
 
 def source_path(folder: str, size: int, number: int) -> str:
-    """Where generated source number `number` of `size` bytes lies below the campaign's source folder."""
+    """Where source number `number` of `size` bytes lies below `folder` (the campaign's source
+    folder, or for generated sources the seed run's folder below it: sources_folder)."""
     return f"{folder.strip('/')}/{size}/src-{number:07d}"
+
+
+def sources_folder(spec: RunSpec, seed: int) -> str:
+    """The folder of a plan's source files below each source endpoint.
+
+    Generated sources get a folder of their own per plan, named for the run that seeded it:
+    two runs of a campaign at once never write (or read while the other writes) the same file,
+    which XRootD refuses ("already opened"), and a retry reads the sources of the run it
+    retries. Sources StorageOps does not create lie where the campaign says, shared by its runs.
+    """
+    if spec.create_sources:
+        return f"{spec.source_path.strip('/')}/run-{seed}-sources"
+    return spec.source_path
 
 
 def run_folder(spec: RunSpec, run_id: int) -> str:
@@ -156,6 +170,7 @@ def _full_plan(spec: RunSpec, snapshot: dict, run_id: int, seed: int) -> Iterato
         return
     makers = {ep["id"]: _UrlMaker(ep) for ep in [*sources, *destinations]}
     distinct = spec.source_file_count
+    folder = sources_folder(spec, seed)
     for index, size in enumerate(file_sizes(spec, seed=seed)):
         src, dst = sources[index % len(sources)], destinations[index % len(destinations)]
         direction = spec.direction
@@ -164,7 +179,7 @@ def _full_plan(spec: RunSpec, snapshot: dict, run_id: int, seed: int) -> Iterato
         number = index % distinct if distinct else index
         yield PlannedTransfer(
             index=index,
-            source=makers[src["id"]](source_path(spec.source_path, size, number), size),
+            source=makers[src["id"]](source_path(folder, size, number), size),
             destination=makers[dst["id"]](destination_path(spec, run_id, index), size),
             size=size,
             source_endpoint_id=src["id"],
@@ -176,12 +191,13 @@ def _checksum_plan(spec: RunSpec, sources: list[dict], run_id: int, seed: int) -
     """One checksum request per row: the file asked about, no destination, the same door answering."""
     makers = {ep["id"]: _UrlMaker(ep) for ep in sources}
     distinct = spec.source_file_count
+    folder = sources_folder(spec, seed)
     for index, size in enumerate(file_sizes(spec, seed=seed)):
         src = sources[index % len(sources)]
         number = index % distinct if distinct else index
         yield PlannedTransfer(
             index=index,
-            source=makers[src["id"]](source_path(spec.source_path, size, number), size),
+            source=makers[src["id"]](source_path(folder, size, number), size),
             destination="",
             size=size,
             source_endpoint_id=src["id"],

@@ -72,3 +72,23 @@ def test_page_bounds_are_checked_before_the_database(admin_api, query, status, c
         assert len(response.json()["results"]) == count
     else:
         assert response.json()["error"]["fields"] == {"offset": ["Give an offset from 0 to 9223372036854775807."]}
+
+
+@pytest.mark.parametrize(
+    "fields, field, says",
+    [
+        ({"file_size": 10**18}, "file_size", "STORAGEOPS_MAX_FILE_SIZE"),
+        ({"file_mix": [{"count": 10, "size": 10**18}]}, "file_mix", "STORAGEOPS_MAX_FILE_SIZE"),
+        # Each within the limit, together more bytes than a bigint counts.
+        ({"file_count": 2_000_000_000, "file_size": 2**62}, "file_size", "more bytes than can be counted"),
+    ],
+)
+def test_file_sizes_past_the_limit_are_a_clear_400(admin_api, settings, fields, field, says):
+    settings.STORAGEOPS_MAX_FILE_SIZE = 2**62 if "file_count" in fields else 10**12
+    campaign = mock_campaign("sized")
+    source = campaign.sources.get()
+    body = {"name": "sized", "sources": [source.pk], **fields}
+    response = admin_api.put(f"/api/v1/campaigns/{campaign.pk}/", body, format="json")
+    assert response.status_code == 400, response.content
+    assert says in response.json()["error"]["fields"][field][0]
+    assert Campaign.objects.get(pk=campaign.pk).file_size == campaign.file_size

@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from urllib.parse import urlsplit
 
 from campaigns.choices import ErrorCategory
 from campaigns.runs.engines.base import CopyJob, CopyOptions, CopyResult, EndpointCredentials
@@ -38,6 +39,10 @@ for name, value in XRDCL_DEFAULTS.items():
 # created their contexts at once died with SIGSEGV. Contexts are made one at a time.
 _CONTEXT_LOCK = threading.Lock()
 _HTTP_COPY_MODES = {"pull": "3rd pull", "push": "3rd push", "streamed": "streamed"}
+# Schemes whose gfal2 plugin writes an opened file straight to the storage. davix (davs://,
+# https://) writes it into a local temp file of the full size and uploads that at close:
+# no better than uploading a file of our own, whose size we can check against free space.
+STREAMED_SCHEMES = frozenset({"root", "roots", "xroot", "xroots", "file"})
 
 
 def gfal2_version() -> str:
@@ -189,16 +194,48 @@ class Gfal2Copier:
         return len(contexts)
 
     # -- helpers used around a run ------------------------------------------------------------
-    def upload(self, local_path: str, url: str) -> None:
-        """Copy a local file to `url` (creating source files before a run); raises on failure."""
+    def _fresh_context(self):
         with _CONTEXT_LOCK:
             ctx = gfal2.creat_context()
             self._configure(ctx)
+        return ctx
+
+    def upload(self, local_path: str, url: str) -> None:
+        """Copy a local file to `url` (creating source files before a run); raises OSError on
+        failure. cancel_all() aborts it."""
+        ctx = self._fresh_context()
         params = ctx.transfer_parameters()
         params.overwrite = True
         params.create_parent = True
         params.timeout = self.options.timeout
-        ctx.filecopy(params, f"file://{local_path}", url)
+        with self.in_flight(ctx), _as_os_error():
+            ctx.filecopy(params, f"file://{local_path}", url)
+
+    @staticmethod
+    def streams(url: str) -> bool:
+        """True if write() sends the data to `url` without a local copy of the whole file."""
+        return urlsplit(url).scheme in STREAMED_SCHEMES
+
+    def write(self, url: str, chunks: Iterable[bytes], size: int) -> None:
+        """Write `chunks` (`size` bytes in all) to the file `url`, replacing it, parents created.
+
+        The chunks are pulled one at a time, so their producer may stop the write between two
+        of them by raising; cancel_all() aborts one gfal2 is stuck in. OSError on failure.
+        """
+        ctx = self._fresh_context()
+        with self.in_flight(ctx), _as_os_error():
+            ctx.mkdir_rec(url.rsplit("/", 1)[0], 0o755)
+            handle = ctx.open(url, "w")
+            try:
+                for chunk in chunks:
+                    handle.write(chunk)
+            finally:
+                # The binding closes the file when its object goes; a failed close is not
+                # reported there, hence the size checked below.
+                del handle
+            written = ctx.stat(url).st_size
+        if written != size:
+            raise OSError(0, f"{url}: {written} bytes on the storage after writing {size}")
 
     def remove(self, url: str) -> None:
         """Delete one file (clean-up after a run); raises OSError with gfal2's errno and message."""
@@ -209,7 +246,14 @@ class Gfal2Copier:
         self._namespace_call("rmdir", url)
 
     def _namespace_call(self, operation: str, url: str) -> None:
-        try:
+        with _as_os_error():
             getattr(self._context()[0], operation)(url)
-        except gfal2.GError as exc:
-            raise OSError(exc.code, str(getattr(exc, "message", exc))) from None
+
+
+@contextmanager
+def _as_os_error() -> Iterator[None]:
+    """gfal2's errors as OSError with its errno and message: what callers around a run catch."""
+    try:
+        yield
+    except gfal2.GError as exc:
+        raise OSError(exc.code, str(getattr(exc, "message", exc))) from None

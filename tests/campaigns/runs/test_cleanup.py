@@ -59,6 +59,11 @@ def test_a_run_deletes_exactly_its_files_at_its_end(xrootd_pair):
     ]
     for path in survivors:
         door2.write_local(path, b"keep me")
+    # Another run's sources beside this run's, and a file the campaign did not generate.
+    sources_dir = "/data/clean/storageops/source"
+    source_survivors = [f"{sources_dir}/run-{run.pk}0-sources/200000/src-0000000", f"{sources_dir}/shared.dat"]
+    for path in source_survivors:
+        door1.write_local(path, b"keep me")
 
     RunDriver(run.pk).drive()
     run.refresh_from_db()
@@ -75,10 +80,16 @@ def test_a_run_deletes_exactly_its_files_at_its_end(xrootd_pair):
         assert door2.local_path(path).read_bytes() == b"keep me", path
         assert xrdfs_exists(door2, path), path
     assert xrdfs_ls(door2, runs_dir) == sorted(["notes.txt", f"run-{run.pk}0"])
-    # The sources the run uploaded are shared by the campaign's runs: kept.
-    assert xrdfs_ls(door1, "/data/clean/storageops/source/200000")
+    # The sources this run generated were its own (run-<id>-sources): deleted with their folders.
+    sources = report["sources"]
+    assert (sources["deleted"], sources["failed"], sources["refused"]) == (6, 0, 0), sources
+    assert sources["folders_removed"] == 2  # <size>/ and run-<id>-sources/
+    assert not xrdfs_exists(door1, f"{sources_dir}/run-{run.pk}-sources")
+    assert xrdfs_ls(door1, sources_dir) == sorted(["shared.dat", f"run-{run.pk}0-sources"])
+    for path in source_survivors:
+        assert door1.local_path(path).read_bytes() == b"keep me", path
     event = Event.objects.get(run=run, summary__startswith="Clean-up")
-    assert "6 files deleted" in event.summary
+    assert "6 files deleted" in event.summary and "6 source files deleted" in event.summary
 
 
 def test_paths_outside_the_run_folder_are_refused_and_recorded(xrootd_pair):
