@@ -188,7 +188,9 @@ def test_a_retry_copies_the_sources_its_chain_created_and_uploads_none(monkeypat
     import campaigns.runs.lifecycle as lifecycle
 
     uploads: list[int] = []
-    monkeypatch.setattr(lifecycle, "create_sources", lambda snapshot, run_id, copier: uploads.append(run_id) or {})
+    monkeypatch.setattr(
+        lifecycle, "create_sources", lambda snapshot, run_id, copier, control: uploads.append(run_id) or {}
+    )
     first = drive(runs.create_run(half_failing_campaign("reuse", file_count=4, create_sources=True), trigger="command"))
     Transfer.objects.filter(run=first).update(source_checksum="0badcafe")  # as generated sources record it
     retry = drive(runs.retry_failed(first, trigger="command"))
