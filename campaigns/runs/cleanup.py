@@ -2,7 +2,13 @@
 
 Every file a run writes lies in its own folder, <endpoint prefix>/<destination path>/run-<id>/.
 Before anything is deleted, each URL is checked to lie inside that folder on the endpoint it
-was planned for, after normalising its path; a URL with a '..' segment is refused outright.
+was planned for, after percent-decoding and normalising its path; a URL with a '..' segment,
+in any encoding, is refused outright. A path check alone cannot see a run folder that was
+replaced by a symlink to someone else's data, so a file is deleted only when the door proves it
+is what the run wrote: its size is the planned size and its checksum is the one the run
+recorded (or, with none recorded, the source's checksum now). A file with other content is kept
+and reported "kept: differs"; one the door cannot prove either way is kept as "unproven".
+Folders are removed last and only when empty (rmdir never deletes content).
 A run's generated sources (create_sources) lie in its seed's folder below the source path
 (planning.sources_folder); remove_sources deletes those the run's plan wrote, while the run is
 not yet final: no retry of it can exist yet, and a retry writes the sources it needs again.
@@ -20,7 +26,8 @@ import logging
 import posixpath
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from urllib.parse import urlsplit
+from typing import NamedTuple
+from urllib.parse import unquote, urlsplit
 
 from campaigns.choices import TransferState
 from campaigns.models import Run, Transfer
@@ -39,10 +46,24 @@ def inside_prefix(url: str, prefix: str) -> bool:
     u, p = urlsplit(url), urlsplit(prefix)
     if (u.scheme, u.netloc) != (p.scheme, p.netloc) or "\x00" in url:
         return False
-    if any(part == ".." for part in u.path.split("/")):
+    path = _decoded(u.path)
+    if path is None:
         return False
-    base = posixpath.normpath(p.path).rstrip("/") + "/"
-    return posixpath.normpath(u.path).startswith(base)
+    base = posixpath.normpath(_decoded(p.path) or p.path).rstrip("/") + "/"
+    return posixpath.normpath(path).startswith(base)
+
+
+def _decoded(path: str) -> str | None:
+    """`path` percent-decoded until it no longer changes; None if any stage of it has a '..'
+    segment or a NUL (a server may decode once more than we do)."""
+    for _ in range(4):
+        if "\x00" in path or any(part == ".." for part in path.split("/")):
+            return None
+        decoded = unquote(path)
+        if decoded == path:
+            return path
+        path = decoded
+    return None  # encoded four times over: nothing a run writes
 
 
 def run_folders(run: Run) -> dict[int, str]:
@@ -61,45 +82,53 @@ def remove_sources(run: Run, engine, tick: Callable[[], object] = lambda: None) 
     endpoints = {ep["id"]: ep for ep in [*run.snapshot["sources"], *run.snapshot["destinations"]]}
     folder = sources_folder(spec, seed)
     report = _new_report()
-    targets: dict[str, int] = {}
+    # What the plan recorded of its generated data, a checksum a size (none if never planned).
+    checksums = dict(
+        Transfer.objects.filter(run=run).exclude(source_checksum="").values_list("size", "source_checksum").distinct()
+    )
+    targets: dict[str, Target] = {}
+    homes_of: dict[str, int] = {}
     for t in plan(run.snapshot, run.pk):
         if t.source in targets or t.source.startswith("mock:"):
             continue
         home = endpoint_folder_url(endpoints[t.source_endpoint_id], folder)
         if inside_prefix(t.source, home):
-            targets[t.source] = t.source_endpoint_id
+            targets[t.source] = Target(t.source, t.size, checksums.get(t.size, ""))
+            homes_of[t.source] = t.source_endpoint_id
         else:
             report["refused"] += 1
             _keep_error(report, f"refused (outside {home}): {t.source}")
-    _delete_all(engine, list(targets), report, tick)
-    homes = {endpoint_folder_url(endpoints[i], folder) for i in set(targets.values())}
+    _delete_all(engine, list(targets.values()), report, spec.checksum_algorithm, tick)
+    homes = {endpoint_folder_url(endpoints[i], folder) for i in set(homes_of.values())}
     sizes = {url.split("?", 1)[0].rsplit("/", 1)[0] + "/" for url in targets}
     report["folders_removed"] = _remove_folders(engine, sizes) + _remove_folders(engine, homes)
     return report
 
 
 def cleanup_run(run: Run, engine, *, sources: dict | None = None) -> dict:
-    """Delete the run's files through `engine` (needs remove/remove_folder); returns the report,
+    """Delete the run's files through `engine` (needs size_of, checksum_of, remove and
+    remove_folder) once each is proven the run's own; returns the report,
     with `sources` (remove_sources' report) in it when given."""
     folders = run_folders(run)
     # Skipped transfers never started; cancelled ones may have left a partial file.
     written = (
         Transfer.objects.filter(run=run)
         .filter(state__in=[TransferState.SUCCEEDED, TransferState.FAILED, TransferState.CANCELLED])
-        .values_list("destination", "destination_endpoint_id")
-    )
+        .values_list("destination", "destination_endpoint_id", "size", "destination_checksum", "source_checksum",
+                     "source")
+    )  # fmt: skip
     report = _new_report()
-    targets = []
+    targets: list[Target] = []
     used: set[int] = set()
-    for url, endpoint_id in written.iterator(chunk_size=5000):
+    for url, endpoint_id, size, dst_sum, src_sum, source in written.iterator(chunk_size=5000):
         if endpoint_id in folders and inside_prefix(url, folders[endpoint_id]):
-            targets.append(url)
+            targets.append(Target(url, size, dst_sum or src_sum, source))
             used.add(endpoint_id)
         else:
             report["refused"] += 1
             _keep_error(report, f"refused (outside {folders.get(endpoint_id, 'the run folder')}): {url}")
 
-    _delete_all(engine, targets, report)
+    _delete_all(engine, targets, report, RunSpec.of(run).checksum_algorithm)
     report["folders_removed"] = _remove_folders(engine, [folders[i] for i in used])
     if sources is not None:
         report["sources"] = sources
@@ -113,21 +142,61 @@ def record_sources(run: Run, sources: dict) -> None:
 
 
 def _new_report() -> dict:
-    return {"deleted": 0, "absent": 0, "failed": 0, "refused": 0, "errors": []}
+    return {"deleted": 0, "absent": 0, "failed": 0, "refused": 0, "kept_differs": 0, "kept_unproven": 0, "errors": []}
 
 
-def _delete_all(engine, urls: list[str], report: dict, tick: Callable[[], object] = lambda: None) -> None:
-    def delete(url: str) -> tuple[str, str]:
+class Target(NamedTuple):
+    """A file clean-up may delete once the door proves it is what the run wrote."""
+
+    url: str
+    size: int
+    checksum: str  # what the run recorded of its content ("" if nothing)
+    source: str = ""  # with no checksum recorded: the file it is a copy of
+
+
+def _same(a: str, b: str) -> bool:
+    # gfal2 and FTS print adler32 with or without its leading zeros.
+    return a.strip().lower().lstrip("0") == b.strip().lower().lstrip("0")
+
+
+def _proof(engine, target: Target, algorithm: str) -> tuple[str, str]:
+    """("ok", "") when the file on the door is the one the run wrote; else why it is kept."""
+    if target.url.startswith("mock:"):
+        return "ok", ""  # gfal2's simulator: nothing is stored, nothing can be lost
+    size = engine.size_of(target.url)
+    if size != target.size:
+        return "kept_differs", f"kept: differs ({size} bytes on the door, the run wrote {target.size}): {target.url}"
+    expected = target.checksum
+    if not expected and target.source:
         try:
-            engine.remove(url)
+            expected = engine.checksum_of(target.source, algorithm)
+        except OSError as exc:
+            return "kept_unproven", f"kept: unproven (no checksum recorded, source unreadable: {exc}): {target.url}"
+    if not expected:
+        return "kept_unproven", f"kept: unproven (no checksum to compare with): {target.url}"
+    found = engine.checksum_of(target.url, algorithm)
+    if not _same(found, expected):
+        return "kept_differs", f"kept: differs ({algorithm} {found} on the door, the run's {expected}): {target.url}"
+    return "ok", ""
+
+
+def _delete_all(
+    engine, targets: list[Target], report: dict, algorithm: str, tick: Callable[[], object] = lambda: None
+) -> None:
+    def delete(target: Target) -> tuple[str, str]:
+        try:
+            verdict, why = _proof(engine, target, algorithm)
+            if verdict != "ok":
+                return verdict, why
+            engine.remove(target.url)
             return "deleted", ""
         except OSError as exc:  # recorded, never fatal
             if exc.errno == errno.ENOENT:
                 return "absent", ""
-            return "failed", f"{url}: {exc.strerror or exc}"
+            return "failed", f"{target.url}: {exc.strerror or exc}"
 
     with ThreadPoolExecutor(max_workers=DELETE_CONCURRENCY) as pool:
-        for outcome, message in pool.map(delete, urls):
+        for outcome, message in pool.map(delete, targets):
             report[outcome] += 1
             if message:
                 _keep_error(report, message)
@@ -153,10 +222,17 @@ def _keep_error(report: dict, message: str) -> None:
 def _record(run: Run, report: dict) -> None:
     add(run, "cleanup", report)
     problems = report["failed"] + report["refused"]
+    kept = report.get("kept_differs", 0) + report.get("kept_unproven", 0)
     log_event(
         "note",
         f"Clean-up of run {run}: {report['deleted']} files deleted"
         + (f", {report['failed']} failed, {report['refused']} refused" if problems else "")
+        + (
+            f", {kept} kept ({report.get('kept_differs', 0)} differ from what the run wrote, "
+            f"{report.get('kept_unproven', 0)} unproven)"
+            if kept
+            else ""
+        )
         + (f", {report['absent']} already gone" if report["absent"] else "")
         + (f"; {report['sources']['deleted']} source files deleted" if "sources" in report else ""),
         run=run,

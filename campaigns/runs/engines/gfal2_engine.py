@@ -237,6 +237,16 @@ class Gfal2Copier:
         if written != size:
             raise OSError(0, f"{url}: {written} bytes on the storage after writing {size}")
 
+    def size_of(self, url: str) -> int:
+        """The file's size on the storage (clean-up's first proof); OSError with gfal2's errno."""
+        with _as_os_error():
+            return self._context()[0].stat(url).st_size
+
+    def checksum_of(self, url: str, algorithm: str) -> str:
+        """The storage's own checksum of the file (clean-up's second proof)."""
+        with _as_os_error():
+            return self._context()[0].checksum(url, algorithm).lower()
+
     def remove(self, url: str) -> None:
         """Delete one file (clean-up after a run); raises OSError with gfal2's errno and message."""
         self._namespace_call("unlink", url)

@@ -5,6 +5,7 @@ What is left is checked twice, independently of gfal2: on the server's disk and 
 
 from __future__ import annotations
 
+import os
 import subprocess
 import time
 
@@ -163,3 +164,69 @@ def test_a_clean_up_asked_through_the_api_runs_on_a_worker(worker, operator, vie
     live = runs.create_run(mock_campaign("live-cleanup", file_count=1), trigger="command")
     refused = client.post(f"/api/v1/runs/{live.pk}/cleanup/")
     assert refused.status_code == 400 and "cannot be cleaned up yet" in refused.json()["error"]["fields"]["state"][0]
+
+
+def _kept_run(door1, door2, name: str) -> tuple[Run, str]:
+    """A finished run that kept its six files on door2; clean-up is called by hand."""
+    run = runs.create_run(make_campaign(door1, door2, name), trigger="command")
+    RunDriver(run.pk).drive()
+    run.refresh_from_db()
+    run_dir = f"/data/{name}/storageops/runs/run-{run.pk}"
+    assert run.files_done == 6 and len(xrdfs_ls(door2, run_dir)) == 6, run.error
+    return run, run_dir
+
+
+def test_a_file_with_other_content_under_the_runs_name_is_kept_and_reported(xrootd_pair):
+    door1, door2 = xrootd_pair
+    run, run_dir = _kept_run(door1, door2, "differs")
+    # Someone else's data now under two of the run's names: same size other bytes, another size.
+    other = os.urandom(200_000)
+    door2.write_local(f"{run_dir}/f0000001", other)
+    door2.write_local(f"{run_dir}/f0000002", b"a shorter file")
+
+    report = cleanup.cleanup_run(Run.objects.get(pk=run.pk), build_copier(run.snapshot))
+    assert (report["deleted"], report["kept_differs"], report["kept_unproven"], report["failed"]) == (4, 2, 0, 0)
+    assert sorted(e.split(":", 1)[0] for e in report["errors"]) == ["kept", "kept"], report["errors"]
+    assert any("adler32" in e and "f0000001" in e for e in report["errors"])
+    assert any("14 bytes on the door" in e and "f0000002" in e for e in report["errors"])
+    assert door2.local_path(f"{run_dir}/f0000001").read_bytes() == other
+    assert door2.local_path(f"{run_dir}/f0000002").read_bytes() == b"a shorter file"
+    assert xrdfs_ls(door2, run_dir) == ["f0000001", "f0000002"]  # the folder stays: not empty
+    assert report["folders_removed"] == 0
+    event = Event.objects.get(run=run, summary__startswith="Clean-up")
+    assert "4 files deleted" in event.summary and "2 kept (2 differ from what the run wrote" in event.summary
+
+
+def test_a_run_folder_replaced_by_a_symlink_deletes_nothing_it_points_to(xrootd_pair):
+    door1, door2 = xrootd_pair
+    run, run_dir = _kept_run(door1, door2, "symlink")
+    # The run's folder becomes a link to another folder holding files of the same names.
+    elsewhere = "/data/symlink/precious"
+    precious = {f"f{i:07d}": os.urandom(200_000) for i in range(6)}
+    for name, data in precious.items():
+        door2.write_local(f"{elsewhere}/{name}", data)
+    real = door2.local_path(run_dir)
+    real.rename(real.with_name(real.name + "-moved"))
+    real.symlink_to(door2.local_path(elsewhere), target_is_directory=True)
+    assert xrdfs_ls(door2, run_dir) == sorted(precious)  # the door follows the link
+
+    report = cleanup.cleanup_run(Run.objects.get(pk=run.pk), build_copier(run.snapshot))
+    assert (report["deleted"], report["kept_differs"], report["failed"]) == (0, 6, 0), report
+    assert report["folders_removed"] == 0
+    for name, data in precious.items():
+        assert door2.local_path(f"{elsewhere}/{name}").read_bytes() == data, name
+    assert real.is_symlink()
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "root://h:1094//data/t/runs/run-7/%2e%2e/run-8/f1",
+        "root://h:1094//data/t/runs/run-7/%2E%2E/%2e%2e/b",
+        "root://h:1094//data/t/runs/run-7/%252e%252e/run-8/f1",
+        "root://h:1094//data/t/runs/run-7/..%2frun-8/f1",
+        "root://h:1094//data/t/runs/run-7/f1%00",
+    ],
+)
+def test_encoded_traversal_is_refused(url):
+    assert cleanup.inside_prefix(url, "root://h:1094//data/t/runs/run-7/") is False
