@@ -479,6 +479,11 @@ def stop_children_on_signals(
 
     for sig in signals:
         signal.signal(sig, ignore)
+    # The unwinding below is a SIGINT to the main thread; a process started in the background of
+    # a non-interactive shell (`nohup … &`, a CI script) inherits SIGINT ignored, and Python then
+    # installs no KeyboardInterrupt for it: the main thread would never unwind.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
     def watch() -> None:
         while True:
