@@ -39,6 +39,7 @@ import socket
 import ssl
 import struct
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -100,6 +101,10 @@ authorityKeyIdentifier = keyid
 
 class XRootDServerError(RuntimeError):
     """A server could not be configured, started or stopped."""
+
+
+class _CrashedAtStartUp(XRootDServerError):
+    """The daemon died of a signal before it wrote its log."""
 
 
 # --------------------------------------------------------------------------- helpers
@@ -612,6 +617,16 @@ class XRootDServer:
         """
         if self.is_running():
             return self
+        try:
+            return self._start_once()
+        except _CrashedAtStartUp as crash:
+            # Debian's xrootd was seen to die of SIGSEGV before writing a line of its log, once
+            # in a few hundred starts on a busy machine (a restart on the same port): a second
+            # start is what an operator would do, and a second crash is reported as it is.
+            print(f"xrootd {self.name!r}: {crash}; starting it once more", file=sys.stderr, flush=True)
+            return self._start_once()
+
+    def _start_once(self) -> XRootDServer:
         self._reap_stale()
         self.write_config()
         self.log_path.unlink(missing_ok=True)
@@ -673,7 +688,8 @@ class XRootDServer:
             assert self._proc is not None
             code = self._proc.poll()
             if code is not None:
-                raise XRootDServerError(
+                crashed = code < 0 and not (self.log_path.exists() and self.log_path.stat().st_size)
+                raise (_CrashedAtStartUp if crashed else XRootDServerError)(
                     f"xrootd {self.name!r} exited with status {code} during start-up; "
                     f"log {self.log_path}:\n{self.log_tail()}"
                 )
