@@ -10,8 +10,8 @@ from datetime import datetime
 
 from django.utils.dateparse import parse_datetime
 from drf_spectacular.utils import extend_schema
-from rest_framework import status
 from rest_framework.authentication import BasicAuthentication, SessionAuthentication
+from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -36,12 +36,11 @@ class GrafanaAnnotations(APIView):
     def _answer(self, start, end, tag_text: str) -> Response:
         start, end = _when(start), _when(end)
         if start is None or end is None or end < start:
-            return Response(
-                {"detail": "Give a time range: from and to as ISO 8601 or epoch milliseconds, from <= to."},
-                status=status.HTTP_400_BAD_REQUEST,
+            raise ValidationError(
+                {"range": ["Give a time range: from and to as ISO 8601 or epoch milliseconds, from <= to."]}
             )
         if not self.request.user.has_perm("collectors.view_event"):
-            return Response({"detail": "Your role cannot read events."}, status=status.HTTP_403_FORBIDDEN)
+            raise PermissionDenied("Your role cannot read events.")
         tag_filter = [t.strip() for t in tag_text.split(",") if t.strip()]
         return Response(datasource_annotations(start, end, tag_filter))
 

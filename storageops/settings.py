@@ -38,6 +38,10 @@ INSTALLED_APPS = [
     "rest_framework",
     "django_filters",
     "drf_spectacular",
+    # Swagger UI and ReDoc served from our own static files: a site network without outside
+    # access still shows /api/docs/.
+    "drf_spectacular_sidecar",
+    "csp",
     "django_celery_beat",
     "campaigns",
     "collectors",
@@ -50,17 +54,20 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Before anything reads a body: an oversized request is refused by its Content-Length.
+    "storageops.limits.RequestSizeLimitMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "storageops.context.ChangeContextMiddleware",
-    # Everything needs a login except views marked @login_not_required (login, /healthz,
-    # the API, whose own authentication answers 401/403 instead of redirecting).
-    "django.contrib.auth.middleware.LoginRequiredMiddleware",
+    # Everything needs a login and a role except views marked @login_not_required (login,
+    # /healthz, the API, whose own authentication answers 401/403 instead of redirecting).
+    "storageops.access.RoleRequiredMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    *(["csp.middleware.CSPMiddleware"] if env_str("STORAGEOPS_CSP", "on") != "off" else []),
 ]
 
 ROOT_URLCONF = "storageops.urls"
@@ -128,6 +135,54 @@ if DEBUG:
 SESSION_COOKIE_HTTPONLY = True
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
+
+# --- Behind TLS ------------------------------------------------------------------------------
+# Off by default so `make run` works on plain http://127.0.0.1; a deployment behind a TLS proxy
+# turns them on (README, configuration). The proxy must set X-Forwarded-Proto itself and strip
+# a client's: trusting the header from anyone else would let a client claim https.
+if env_bool("STORAGEOPS_BEHIND_TLS_PROXY", False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SECURE_SSL_REDIRECT = env_bool("STORAGEOPS_SSL_REDIRECT", False)
+# Healthz and metrics are scraped over plain http from inside the site network.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^metrics$"]
+SECURE_HSTS_SECONDS = env_int("STORAGEOPS_HSTS_SECONDS", 0, minimum=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("STORAGEOPS_HSTS_INCLUDE_SUBDOMAINS", False)
+SECURE_HSTS_PRELOAD = env_bool("STORAGEOPS_HSTS_PRELOAD", False)
+SESSION_COOKIE_SECURE = env_bool("STORAGEOPS_SECURE_COOKIES", False)
+CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+SECURE_REFERRER_POLICY = "same-origin"
+
+# Content-Security-Policy: scripts and styles from our own static files only, no inline script
+# (templates keep their scripts in static/js). "report-only" reports violations without
+# blocking, to try a change of policy on a live site; "off" sends no header.
+STORAGEOPS_CSP = env_str("STORAGEOPS_CSP", "on")
+if STORAGEOPS_CSP not in ("on", "report-only", "off"):
+    raise ImproperlyConfigured(f"STORAGEOPS_CSP={STORAGEOPS_CSP!r}: use on, report-only or off")
+_CSP_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'"],
+        # Chart.js draws on canvases; Swagger UI shows its logo as a data: image.
+        "img-src": ["'self'", "data:"],
+        "connect-src": ["'self'"],
+        "font-src": ["'self'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'self'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+    }
+}
+if STORAGEOPS_CSP == "on":
+    CONTENT_SECURITY_POLICY = _CSP_POLICY
+elif STORAGEOPS_CSP == "report-only":
+    CONTENT_SECURITY_POLICY_REPORT_ONLY = _CSP_POLICY
+
+# Requests: a body larger than this is refused with 413 before it is read (JSON bodies and
+# forms alike), and JSON nested deeper than STORAGEOPS_MAX_JSON_DEPTH with 400.
+STORAGEOPS_MAX_REQUEST_BYTES = env_int("STORAGEOPS_MAX_REQUEST_BYTES", 2_621_440, minimum=65_536)
+DATA_UPLOAD_MAX_MEMORY_SIZE = STORAGEOPS_MAX_REQUEST_BYTES
+STORAGEOPS_MAX_JSON_DEPTH = 32
 
 # --- Celery -------------------------------------------------------------------------------
 _BROKER_DIR = VAR_DIR / "broker"
@@ -210,6 +265,11 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["storageops.api.auth.RolePermission"],
     "EXCEPTION_HANDLER": "storageops.api.base.error_handler",
+    "DEFAULT_PARSER_CLASSES": [
+        "storageops.api.parsers.BoundedJSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
     "DEFAULT_SCHEMA_CLASS": "storageops.api.schema.StorageOpsAutoSchema",
     "DEFAULT_PAGINATION_CLASS": "storageops.api.pagination.BoundedLimitOffsetPagination",
@@ -220,6 +280,9 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Control plane for storage test campaigns, host collectors and the change log.",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
 }
 
 LOGGING = {

@@ -5,6 +5,7 @@ from django.urls import include, path
 
 from collectors.api_grafana import GrafanaAnnotations
 from storageops import metrics, token_views, views
+from storageops.access import role_not_required
 
 urlpatterns = [
     path("", views.home, name="home"),
@@ -13,7 +14,7 @@ urlpatterns = [
     path("tokens/", token_views.token_list, name="tokens"),
     path("tokens/<int:pk>/revoke/", token_views.token_revoke, name="token_revoke"),
     path("login/", auth_views.LoginView.as_view(), name="login"),
-    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("logout/", role_not_required(auth_views.LogoutView.as_view()), name="logout"),
     path("admin/", admin.site.urls),
     # DRF answers 401/403 itself: no login redirect for machine clients.
     path("api/v1/grafana/annotations", login_not_required(GrafanaAnnotations.as_view()), name="grafana_annotations"),
@@ -22,5 +23,7 @@ urlpatterns = [
     path("hosts/", include("collectors.urls")),
 ]
 
+handler400 = "storageops.api.errors.bad_request"
+handler403 = "storageops.api.errors.permission_denied"
 handler404 = "storageops.api.errors.page_not_found"
 handler500 = "storageops.api.errors.server_error"

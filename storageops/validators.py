@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from django.core.exceptions import ValidationError
 
@@ -43,11 +43,24 @@ def validate_http_url(value: str) -> None:
         raise ValidationError("The URL's port is not a number between 0 and 65535.") from None
 
 
+def _decoded(value: str) -> str:
+    """value percent-decoded until it no longer changes: a door or a proxy may decode once
+    more than we do, so %252e%252e must be seen as the '..' it can become."""
+    for _ in range(5):
+        decoded = unquote(value)
+        if decoded == value:
+            break
+        value = decoded
+    return value
+
+
 def validate_relative_path(value: str) -> None:
-    """A path below an endpoint's prefix: never absolute, never climbing out with '..'."""
-    if value.startswith("/") or "\x00" in value:
+    """A path below an endpoint's prefix: never absolute, never climbing out with '..' in any
+    encoding (the URL a run builds from it is decoded by gfal2 and the door)."""
+    decoded = _decoded(value)
+    if value.startswith("/") or decoded.startswith("/") or "\x00" in decoded:
         raise ValidationError("Give a path relative to the endpoint's prefix (no leading '/').")
-    if any(part == ".." for part in value.split("/")):
-        raise ValidationError("A path may not contain '..'.")
+    if any(part == ".." for part in decoded.replace("\\", "/").split("/")):
+        raise ValidationError("A path may not contain '..' (percent-encoded or not).")
     if any(ch.isspace() for ch in value) or any(ch in value for ch in "?#"):
         raise ValidationError("A path may not contain spaces, '?' or '#'.")

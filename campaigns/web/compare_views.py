@@ -8,6 +8,7 @@ from django.shortcuts import render
 
 from campaigns.results import comparison
 from campaigns.web.forms import CompareForm
+from storageops.api.errors import error_response
 
 
 def _selection(form: CompareForm) -> tuple[list, comparison.Trim]:
@@ -37,9 +38,11 @@ def compare_data(request: HttpRequest) -> JsonResponse:
     """Each run's throughput over time (seconds since its start) and per step, for the overlays."""
     form = CompareForm(request.GET)
     if not form.is_valid():
-        return JsonResponse({"error": form.errors.get_json_data()}, status=400)
+        return error_response(
+            400, "Some fields are not valid.", {k: [str(m) for m in v] for k, v in form.errors.items()}
+        )
     try:
         selected, _ = _selection(form)
     except ValidationError as exc:
-        return JsonResponse({"error": exc.message_dict}, status=400)
+        return error_response(400, "Some fields are not valid.", exc.message_dict)
     return JsonResponse(comparison.overlay_series(selected))

@@ -56,6 +56,9 @@ class RolePermission(permissions.BasePermission):
         action_perms = getattr(view, "action_permissions", {})
         if getattr(view, "action", None) in action_perms:
             return all(has_perm(request, p) for p in action_perms[view.action])
+        if not hasattr(view, "get_queryset"):
+            # A view of no model (the API root): reading it needs a role, as every page does.
+            return request.method in permissions.SAFE_METHODS and tokens.user_role(request.user) is not None
         model = view.get_queryset().model
         verb = "view" if request.method in permissions.SAFE_METHODS else self._METHOD.get(request.method)
         if verb is None:

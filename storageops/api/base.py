@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import logging
+
+from django.core.exceptions import RequestDataTooBig, SuspiciousOperation
 from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db import DataError
 from django.db.models import ProtectedError
 from rest_framework import serializers, status, viewsets
 from rest_framework.response import Response
 from rest_framework.views import exception_handler
 
 from storageops.api.auth import RolePermission
+from storageops.api.errors import RETRY_AFTER_SECONDS
+from storageops.outage import is_outage
+
+logger = logging.getLogger(__name__)
 
 
 class BaseModelSerializer(serializers.ModelSerializer):
@@ -63,27 +71,68 @@ class BaseViewSet(viewsets.ModelViewSet):
     permission_classes = [RolePermission]
 
 
+def _flatten(data, prefix: str = "") -> dict[str, list[str]]:
+    """Field errors as {"name": [messages]}; nested serializers and list items get dotted
+    names (file_mix.0.size), so no message is ever a Python repr of a dict."""
+    if isinstance(data, dict):
+        out: dict[str, list[str]] = {}
+        for key, value in data.items():
+            out.update(_flatten(value, f"{prefix}.{key}" if prefix else str(key)))
+        return out
+    if isinstance(data, list) and any(isinstance(item, (dict, list)) for item in data):
+        out = {}
+        for index, item in enumerate(data):
+            if item:
+                out.update(_flatten(item, f"{prefix}.{index}" if prefix else str(index)))
+        return out
+    messages = data if isinstance(data, list) else [data]
+    return {prefix or "non_field_errors": [str(m) for m in messages]}
+
+
+def _error(status_code: int, message: str, fields: dict | None = None, headers: dict | None = None) -> Response:
+    body = {"error": {"status": status_code, "message": message, "fields": fields or {}}}
+    return Response(body, status=status_code, headers=headers)
+
+
 def error_handler(exc, context):
-    """Every error in one shape: {"error": {"status", "message", "fields"}}."""
+    """Every error in one shape: {"error": {"status", "message", "fields"}}.
+
+    Field errors only ever go under "fields" and the message is never read out of them, so a
+    model field named "detail" or "message" cannot take the place of either."""
     if isinstance(exc, DjangoValidationError):
         exc = serializers.ValidationError(getattr(exc, "message_dict", {"non_field_errors": exc.messages}))
     if isinstance(exc, ProtectedError):
-        return Response(
-            {"error": {"status": 409, "message": "Still in use by other objects; remove those first.", "fields": {}}},
-            status=status.HTTP_409_CONFLICT,
-        )
+        return _error(status.HTTP_409_CONFLICT, "Still in use by other objects; remove those first.")
+    if what := is_outage(exc):
+        logger.warning("API: the %s does not answer (%s)", what, exc)
+        return _error(
+            503, f"The {what} does not answer; try again in a minute.",
+            headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
+        )  # fmt: skip
+    if isinstance(exc, RequestDataTooBig):
+        return _error(413, "The request body is larger than the server accepts.")
+    if isinstance(exc, (RecursionError, SuspiciousOperation)):
+        # A value nested past Python's recursion limit (a JSON field sent as form text), or a
+        # request Django finds suspicious (too many fields): the client's doing, not a 500.
+        return _error(400, "The request could not be read: too deeply nested or too many fields.")
+    if isinstance(exc, DataError):
+        # The database refused a value the validation let through (a number out of its range):
+        # a client's mistake still, but also a missing bound worth fixing, hence the log.
+        logger.warning("API: the database refused a value: %s", exc)
+        return _error(400, "A value is outside what the database can store.")
     response = exception_handler(exc, context)
     if response is None:
         return None
-    data = response.data
-    fields: dict = {}
-    message = ""
-    if isinstance(data, dict):
-        message = str(data.pop("detail", "")) if "detail" in data else ""
-        fields = {k: [str(m) for m in (v if isinstance(v, list) else [v])] for k, v in data.items()}
-    elif isinstance(data, list):
-        fields = {"non_field_errors": [str(m) for m in data]}
-    if not message:
-        message = "Some fields are not valid." if fields else response.status_text
-    response.data = {"error": {"status": response.status_code, "message": message, "fields": fields}}
+    if isinstance(exc, serializers.ValidationError):
+        fields = _flatten(exc.detail)
+        message = "Some fields are not valid."
+    else:
+        # Not a validation error: DRF's body is {"detail": message} (or a list of messages).
+        data = response.data
+        fields = {}
+        message = str(data["detail"]) if isinstance(data, dict) and set(data) == {"detail"} else ""
+        if not message and isinstance(data, (dict, list)):
+            fields = _flatten(data)
+    response.data = {"error": {"status": response.status_code, "message": message or response.status_text,
+                               "fields": fields}}  # fmt: skip
     return response

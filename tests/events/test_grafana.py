@@ -145,7 +145,7 @@ def test_the_datasource_endpoint_answers_in_annotation_shape(client, viewer):
     assert by_tag.json() == []
     assert client.get("/api/v1/grafana/annotations", {"from": 0, "to": 1}).status_code in (401, 403)
     bad = client.get("/api/v1/grafana/annotations", {"from": "yesterday"}, HTTP_AUTHORIZATION=auth)
-    assert bad.status_code == 400 and "time range" in bad.json()["detail"]
+    assert bad.status_code == 400 and "time range" in bad.json()["error"]["fields"]["range"][0]
 
 
 def test_an_operator_logs_a_change_from_the_events_page(client, operator, viewer):

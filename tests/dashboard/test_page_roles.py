@@ -1,0 +1,138 @@
+"""The role matrix of the pages: every route of the URL conf x {anonymous, no role, viewer,
+operator, admin}, so that a page answers as the API does for the same role (tests/api/
+test_permissions.py covers the API's operations from its schema).
+
+A new route without a row here fails test_the_matrix_covers_every_route.
+"""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth.models import Group, User
+from django.urls import URLPattern, URLResolver, get_resolver
+
+from campaigns.models import Run
+from collectors.events import log_event
+from collectors.models import Host
+from storageops.api import tokens
+from tests.support.factories import mock_campaign
+
+pytestmark = pytest.mark.django_db
+
+LEVEL = {"anonymous": -2, "no-role": -1, "viewer": 0, "operator": 1, "admin": 2}
+# public: no login; signed-in: any signed-in user, role or not; else the least role allowed.
+NEEDS = {"public": -2, "signed-in": -1, "viewer": 0, "operator": 1, "admin": 2}
+
+# url name -> (method, path template, least role, status when allowed)
+MATRIX: dict[str, tuple[str, str, str, int | tuple[int, ...]]] = {
+    "home": ("get", "/", "viewer", 200),
+    # 503 when the broker is down on this machine; either way no login and no role needed.
+    "healthz": ("get", "/healthz", "public", (200, 503)),
+    "metrics": ("get", "/metrics", "public", 200),
+    "tokens": ("get", "/tokens/", "viewer", 200),
+    # Someone else's token: not found for every role (a user revokes only their own).
+    "token_revoke": ("post", "/tokens/{foreign_token}/revoke/", "viewer", 404),
+    "login": ("get", "/login/", "public", 200),
+    "logout": ("post", "/logout/", "signed-in", 302),
+    "grafana_annotations": ("get", "/api/v1/grafana/annotations?from=0&to=1", "viewer", 200),
+    "api-root": ("get", "/api/v1/", "viewer", 200),
+    "compare": ("get", "/api/v1/compare/?runs={run}", "viewer", 200),
+    "schema": ("get", "/api/schema/", "public", 200),
+    "api-docs": ("get", "/api/docs/", "public", 200),
+    "api-redoc": ("get", "/api/redoc/", "public", 200),
+    "campaigns:campaign_list": ("get", "/campaigns/", "viewer", 200),
+    "campaigns:campaign_create": ("get", "/campaigns/new/", "admin", 200),
+    "campaigns:campaign_detail": ("get", "/campaigns/{campaign}/", "viewer", 200),
+    "campaigns:campaign_schedule": ("get", "/campaigns/{campaign}/schedule/", "viewer", 200),
+    "campaigns:campaign_schedule#post": ("post", "/campaigns/{campaign}/schedule/", "admin", 400),
+    "campaigns:campaign_edit": ("get", "/campaigns/{campaign}/edit/", "admin", 200),
+    "campaigns:campaign_clone": ("get", "/campaigns/{campaign}/clone/", "admin", 200),
+    "campaigns:campaign_start": ("post", "/campaigns/{campaign}/start/", "operator", 302),
+    "campaigns:run_list": ("get", "/campaigns/runs/", "viewer", 200),
+    "campaigns:run_detail": ("get", "/campaigns/runs/{run}/", "viewer", 200),
+    "campaigns:run_progress": ("get", "/campaigns/runs/{run}/progress/", "viewer", 200),
+    "campaigns:run_cancel": ("post", "/campaigns/runs/{finished_run}/cancel/", "operator", 302),
+    "campaigns:run_retry_failed": ("post", "/campaigns/runs/{finished_run}/retry-failed/", "operator", 302),
+    "campaigns:run_transfers": ("get", "/campaigns/runs/{run}/transfers/", "viewer", 200),
+    "campaigns:run_errors": ("get", "/campaigns/runs/{run}/errors/transfer_timeout/", "viewer", 200),
+    "campaigns:run_chart": ("get", "/campaigns/runs/{run}/charts/steps.json", "viewer", 200),
+    "campaigns:compare": ("get", "/campaigns/compare/", "viewer", 200),
+    "campaigns:compare_data": ("get", "/campaigns/compare/data.json?runs={run},{finished_run}", "viewer", 200),
+    "campaigns:backend_list": ("get", "/campaigns/backends/", "viewer", 200),
+    "campaigns:backend_detail": ("get", "/campaigns/backends/{backend}/", "viewer", 200),
+    "campaigns:endpoint_detail": ("get", "/campaigns/endpoints/{endpoint}/", "viewer", 200),
+    "collectors:host_list": ("get", "/hosts/", "viewer", 200),
+    "collectors:host_detail": ("get", "/hosts/{host}/", "viewer", 200),
+    "collectors:host_metrics": ("get", "/hosts/{host}/metrics.json", "viewer", 200),
+    "collectors:event_list": ("get", "/hosts/events/", "viewer", 200),
+    "collectors:event_create": ("get", "/hosts/events/new/", "operator", 200),
+    "collectors:event_create#post": ("post", "/hosts/events/new/", "operator", 200),
+}
+
+
+def _routes(resolver: URLResolver | None = None, namespace: str = "") -> set[str]:
+    """The qualified name of every route, leaving out the admin (its own rules: is_staff and
+    each model's permissions) and the API's viewsets (their matrix is built from the schema)."""
+    names = set()
+    for pattern in (resolver or get_resolver()).url_patterns:
+        if isinstance(pattern, URLResolver):
+            if pattern.namespace == "admin":
+                continue
+            inner = f"{namespace}{pattern.namespace}:" if pattern.namespace else namespace
+            names |= _routes(pattern, inner)
+        elif isinstance(pattern, URLPattern):
+            if hasattr(pattern.callback, "actions"):  # a DRF viewset route
+                continue
+            assert pattern.name, f"route {pattern.pattern} has no name: name it and give it a row"
+            names.add(f"{namespace}{pattern.name}")
+    return names
+
+
+def test_the_matrix_covers_every_route():
+    assert _routes() - {name.split("#")[0] for name in MATRIX} == set()
+
+
+@pytest.fixture
+def objects():
+    campaign = mock_campaign("pages")
+    other = User.objects.create_user("someone-else")
+    other.groups.add(Group.objects.get(name="viewer"))
+    source = campaign.sources.first()
+    return {
+        "campaign": campaign,
+        "run": Run.objects.create(campaign=campaign),
+        "finished_run": Run.objects.create(campaign=campaign, state="succeeded"),
+        "backend": source.backend,
+        "endpoint": source,
+        "host": Host.objects.create(name="pages-door"),
+        "event": log_event("note", "pages note"),
+        "foreign_token": tokens.create_token(other, "theirs", "viewer")[0],
+    }
+
+
+@pytest.mark.parametrize("who", list(LEVEL))
+@pytest.mark.parametrize("name", list(MATRIX))
+def test_page_role_matrix(client, objects, viewer, operator, admin_user, outsider, who, name):
+    method, template, needs, ok = MATRIX[name]
+    users = {"no-role": outsider, "viewer": viewer, "operator": operator, "admin": admin_user}
+    if who != "anonymous":
+        client.force_login(users[who])
+    path = template.format(**{k: v.pk for k, v in objects.items()})
+    response = getattr(client, method)(path)
+    allowed = (ok,) if isinstance(ok, int) else ok
+    if LEVEL[who] >= NEEDS[needs]:
+        assert response.status_code in allowed, (response.status_code, response.content[:300])
+        return
+    if path.startswith("/api/"):
+        # DRF: no credentials is 401 (it names the Token scheme), credentials without the role 403.
+        assert response.status_code == (401 if who == "anonymous" else 403), response.content[:300]
+        assert set(response.json()["error"]) == {"status", "message", "fields"}
+    elif who == "anonymous":
+        assert response.status_code == 302 and response["Location"].startswith("/login/?next=")
+    else:
+        assert response.status_code == 403, (response.status_code, response.content[:300])
+        if who == "no-role":
+            text = response.content.decode()
+            assert "ask an admin" in text
+            if path.endswith(".json"):
+                assert response.json()["error"]["status"] == 403
