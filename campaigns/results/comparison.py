@@ -121,6 +121,17 @@ def _verdict_line(verdict: dict | None) -> dict | None:
     }
 
 
+def _backends(run: Run, side: str) -> list[str]:
+    return sorted({ep.get("backend_name", "") for ep in run.snapshot.get(side, [])} - {""})
+
+
+def _endpoints(run: Run) -> dict[str, list[str]]:
+    """The run's endpoints by direction, compared like any parameter: two runs whose sources and
+    destinations were swapped differ here, though every other parameter is the same."""
+    snapshot = run.snapshot
+    return {side: sorted(ep.get("name", "") for ep in snapshot.get(side, [])) for side in ("sources", "destinations")}
+
+
 def _peak(steps: list[dict]) -> dict | None:
     scored = [s for s in steps if s.get("throughput_bps")]
     if not scored:
@@ -132,7 +143,7 @@ def _peak(steps: list[dict]) -> dict | None:
 def compare(runs: Sequence[Run], trim: Trim | None = None) -> dict:
     if not 1 <= len(runs) <= MAX_RUNS:
         raise ValueError(f"Compare 1 to {MAX_RUNS} runs.")
-    params = [parameters(r) for r in runs]
+    params = [{**parameters(r), **_endpoints(r)} for r in runs]
     keys = sorted({k for p in params for k in p})
     differing = [k for k in keys if len({repr(p.get(k)) for p in params}) > 1 and k != "name"]
     trimming = trim is not None and trim.active
@@ -146,7 +157,11 @@ def compare(runs: Sequence[Run], trim: Trim | None = None) -> dict:
                 "campaign": run.campaign.name,
                 "state": run.state,
                 "disturbed": run.disturbed,
-                "backends": sorted({b["name"] for b in run.snapshot.get("backends", [])}),
+                # The backend under test is the one written for writes and read for reads; a
+                # third-party copy does both, so both are named, each by its direction.
+                "backends": sorted({b["name"] for b in run.snapshot.get("backends", [])}),  # every one, as before
+                "backends_written": _backends(run, "destinations"),
+                "backends_read": _backends(run, "sources"),
                 "throughput_bps": total.get("throughput_bps"),
                 "success_rate": total.get("success_rate"),
                 "files_ok": total.get("files_ok"),

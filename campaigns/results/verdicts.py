@@ -40,6 +40,9 @@ KNEE_FRACTION = 0.95
 # step has not shown a rise, and the knee is judged against the best earlier step instead.
 RISE_BEYOND_NOISE = 0.10
 SATURATED = 0.90
+# A door judged on fewer samples than this in a step is not judged there: one sample is a moment,
+# not a step (a verdict was once drawn from a single sample no chart showed).
+MIN_SAMPLES = 2
 # A step where this share of requests fails with checksum timeouts or HTTP 5xx is overloaded
 # even if no sampled resource is: the door's own limits (xrootd.chksum max, thread pools).
 OVERLOAD_ERROR_RATE = 0.05
@@ -73,6 +76,7 @@ class Reading:
         names = {
             "cpu": "CPU (all cores)",
             "daemon_cpu": f"CPU of {self.label}",
+            "cores": f"CPU of the cores {self.label} may use",
             "network": f"network {self.label}",
             "disk": f"disk {self.label} busy",
             "memory": "memory",
@@ -80,9 +84,10 @@ class Reading:
         return f"{names[self.resource]} on {self.door}"
 
 
-# Between resources equally saturated (to 1 %), the narrower one is the better diagnosis: a
+# Between resources equally saturated (within TIE), the narrower one is the better diagnosis: a
 # machine whose CPU is full because its daemon fills the cores it may use is the daemon's CPU.
-_SPECIFIC = ("cpu", "memory", "disk", "network", "daemon_cpu")
+TIE = 0.02
+_SPECIFIC = ("cpu", "memory", "disk", "network", "cores", "daemon_cpu")
 
 
 # -- knee -----------------------------------------------------------------------------------
@@ -125,16 +130,7 @@ def readings(host: Host, means: dict[tuple[str, str], float]) -> list[Reading]:
         if metric == "proc.cpu_percent":
             cores = means.get(("proc.cpus_allowed", label))
             if cores:
-                # The daemon's own use of its cores, or how busy those cores were whoever used
-                # them: a daemon confined to a core that others also load is starved as well.
-                own = value / (100 * cores)
-                busy = means.get(("proc.cores_busy_percent", label))
-                detail = f"{value:.0f} % of {cores:.3g} core(s)"
-                if means.get(("proc.cpu_quota_cores", label)):
-                    detail += " (its cgroup's CPU quota)"
-                if busy is not None:
-                    detail += f"; those cores {busy:.0f} % busy"
-                out.append(Reading(door, "daemon_cpu", label, max(own, (busy or 0) / 100), detail))
+                out.extend(_daemon_cpu(door, label, value, cores, means))
         elif metric == "disk.busy_percent":
             out.append(Reading(door, "disk", label, value / 100, f"busy {value:.0f} % of the time"))
     if host.link_speed_bps:
@@ -154,6 +150,27 @@ def readings(host: Host, means: dict[tuple[str, str], float]) -> list[Reading]:
     if used is not None and total:
         out.append(Reading(door, "memory", "", used / total, f"{used / 2**30:.1f} of {total / 2**30:.1f} GiB used"))
     return out
+
+
+def _daemon_cpu(door: str, label: str, value: float, cores: float, means: dict) -> list[Reading]:
+    """The daemon's own use of the cores it may use, and, apart, how busy those cores were
+    whoever kept them busy: a host filled by other work starves the daemon too, but the verdict
+    must say it was the host, not the daemon (issue 17: "7 % of 2 cores" called the daemon full)."""
+    own = value / (100 * cores)
+    quota = means.get(("proc.cpu_quota_cores", label))
+    detail = f"{value:.0f} % of {cores:.3g} core(s)" + (" (its cgroup's CPU quota)" if quota else "")
+    found = [Reading(door, "daemon_cpu", label, own, detail)]
+    busy = means.get(("proc.cores_busy_percent", label))
+    # Under a CPU quota the quota is the daemon's limit, however busy the cores are.
+    if busy is not None and not quota:
+        share = value / cores
+        who = (
+            f"{label} itself {share:.0f} %: the host is busy with other work"
+            if share < busy / 2
+            else f"most of it {label}'s own ({share:.0f} %)"
+        )
+        found.append(Reading(door, "cores", label, busy / 100, f"{busy:.0f} % busy; {who}"))
+    return found
 
 
 def _step_windows(run: Run, end: datetime) -> list[tuple[RunStep, datetime]]:
@@ -176,6 +193,7 @@ def saturation(run: Run, summary: dict, end: datetime) -> tuple[list[dict], dict
         # and the first one of a step also covers time before the step began (the idle door
         # before a run's first step), so it is left out when the step holds another one.
         means: dict[int, dict[tuple[str, str], float]] = defaultdict(dict)
+        counts: dict[int, int] = defaultdict(int)  # host -> its most-sampled metric's samples
         if hosts:
             within = Q()
             for host in hosts:
@@ -190,8 +208,10 @@ def saturation(run: Run, summary: dict, end: datetime) -> tuple[list[dict], dict
             )
             for host_id, metric, label, mean, n in rows:
                 means[host_id][(metric, label)] = mean
+                counts[host_id] = max(counts[host_id], n)
                 used += n
-        found = [r for host in hosts for r in readings(host, means[host.pk])]
+        thin = {host.name: counts[host.pk] for host in hosts if 0 < counts[host.pk] < MIN_SAMPLES}
+        found = [r for host in hosts if host.name not in thin for r in readings(host, means[host.pk])]
         row = errors.get(step.index, {})
         attempted = row.get("files_ok", 0) + row.get("files_failed", 0)
         overload = sum(row.get("errors", {}).get(c, 0) for c in OVERLOAD_ERRORS)
@@ -202,6 +222,7 @@ def saturation(run: Run, summary: dict, end: datetime) -> tuple[list[dict], dict
                 "concurrency": spec.concurrency_of(step.index),
                 "readings": [{**asdict(r), "title": r.title} for r in sorted(found, key=lambda r: -r.value)],
                 "overload_error_rate": overload / attempted if attempted else None,
+                "not_enough_samples": thin,  # door -> the samples it had: not judged in this step
             }
         )
     return table, per_step, used
@@ -232,6 +253,8 @@ def capacity(knee_point: dict | None, doors: list[str], target_bps: int, still_r
         "target_rate_bits": target_bps or None,
         "target_rate_text": si(target_bps, "bit/s") if target_bps else "",
         "doors_needed": math.ceil(target_bps / 8 / per_door) if target_bps and per_door > 0 else None,
+        # A curve still rising has not shown what a door can do: the count is at most this.
+        "bound": "at most" if still_rising else "",
         "assumptions": assumptions,
     }
     if not target_bps:
@@ -257,7 +280,8 @@ def run_verdict(run: Run, summary: dict, end: datetime | None = None) -> dict:
         where = {"step": step["step"], "concurrency": step["concurrency"]}
         hot = [r for r in per_step[step["step"]] if r.value >= SATURATED]
         if knee_point and bottleneck is None and hot and step["step"] <= knee_point["step"]:
-            top = max(hot, key=lambda r: (round(r.value, 2), _SPECIFIC.index(r.resource)))
+            fullest = max(r.value for r in hot)
+            top = max((r for r in hot if r.value >= fullest - TIE), key=lambda r: _SPECIFIC.index(r.resource))
             bottleneck = {**asdict(top), "title": top.title, **where}
         # Overload errors are worth saying wherever they start: past the knee they say why
         # more concurrency did not help.
@@ -279,6 +303,17 @@ def run_verdict(run: Run, summary: dict, end: datetime | None = None) -> dict:
     }
     verdict["headline"] = headline(verdict)
     return verdict
+
+
+def _thin(v: dict) -> str:
+    """The steps at or before the knee whose doors had too few samples to be judged."""
+    knee_step = v["knee"]["step"] if v["knee"] else None
+    return "; ".join(
+        f"{door}: {n} in the step at concurrency {row['concurrency']}"
+        for row in v["saturation"]
+        if knee_step is None or row["step"] <= knee_step
+        for door, n in sorted(row.get("not_enough_samples", {}).items())
+    )
 
 
 def headline(v: dict) -> str:
@@ -317,6 +352,8 @@ def headline(v: dict) -> str:
         cause = " No sampled resource saturated." + errors
     elif not v["samples_used"]:
         cause = " Saturation unknown: no collector samples of the run's hosts in its steps."
+    elif thin := _thin(v):
+        cause = f" Saturation unknown where it matters: not enough samples ({thin})."
     elif v["status"] == "still_rising":
         cause = " Nothing saturated yet."
     else:
@@ -326,8 +363,10 @@ def headline(v: dict) -> str:
         )
     cap = v["capacity"]
     if cap and cap.get("doors_needed"):
+        bound = "At most " if cap.get("bound") else ""
         cause += (
-            f" {cap['doors_needed']} door(s) like these for {cap['target_rate_bits'] / 1e9:g} Gbit/s "
-            f"at {format_rate(cap['per_door_bps'])} per door."
+            f" {bound}{cap['doors_needed']} door(s) like these for {cap['target_rate_bits'] / 1e9:g} Gbit/s "
+            f"at {format_rate(cap['per_door_bps'])} per door"
+            + (" (the curve was still rising: a door can do more)." if bound else ".")
         )
     return curve + cause

@@ -14,7 +14,7 @@ from campaigns.results import analysis, comparison, disturbance
 from campaigns.runs.lifecycle import RunDriver
 from collectors.events import log_event
 from collectors.models import Event, Host
-from tests.support.factories import half_failing_campaign, mock_campaign
+from tests.support.factories import campaign, endpoint, half_failing_campaign, mock_campaign
 from tests.support.runs import drive
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -86,6 +86,24 @@ def test_comparison_page_reads_like_the_bnl_table(client, viewer, two_runs):
     data = client.get(f"/campaigns/compare/data.json?runs={a.pk},{b.pk}").json()
     assert [len(r["steps"]) for r in data["runs"]] == [2, 2]
     assert all(r["over_time"] for r in data["runs"])
+
+
+def test_a_comparison_names_the_backends_by_direction_and_sees_swapped_endpoints(client, viewer):
+    dcache = endpoint("door-dcache", "mock://dcache.test/data/?time=0", backend_name="dcache-disk")
+    eos = endpoint("door-eos", "mock://eos.test/data/?time=0", backend_name="eos-zfs")
+    into_eos = drive(campaign("into-eos", [dcache], [eos], file_count=4))
+    into_dcache = drive(campaign("into-dcache", [eos], [dcache], file_count=4))
+    result = comparison.compare([into_eos, into_dcache])
+    assert [(r["backends_written"], r["backends_read"]) for r in result["runs"]] == [
+        (["eos-zfs"], ["dcache-disk"]),
+        (["dcache-disk"], ["eos-zfs"]),
+    ]
+    # Everything else is the same; the direction is what differs, and the table says so.
+    assert {"sources", "destinations"} <= set(result["differing_parameters"])
+    assert [r["parameters"]["destinations"] for r in result["runs"]] == [["door-eos"], ["door-dcache"]]
+    client.force_login(viewer)
+    html = client.get(f"/campaigns/compare/?runs={into_eos.pk}&runs={into_dcache.pk}").content.decode()
+    assert "Backend written (destination)" in html and "Backend read (source)" in html
 
 
 def test_comparison_and_home_show_each_runs_verdict(client, viewer, two_runs):

@@ -157,7 +157,7 @@ def test_capacity_projection_from_the_knee(door, settings):
     assert cap["per_door_bps"] == 700e6 and cap["doors_measured"] == 1
     assert cap["doors_needed"] == 8  # 40 Gbit/s = 5 GB/s; 5 / 0.7 = 7.1 → 8
     assert any("linearly" in a for a in cap["assumptions"])
-    assert "8 door(s) like these for 40 Gbit/s" in verdict["headline"]
+    assert "8 door(s) like these for 40 Gbit/s" in verdict["headline"] and "At most" not in verdict["headline"]
     # The campaign's own target wins over the site's.
     run = _with_target_rate(run, 10_000_000_000)
     assert verdicts.run_verdict(run, summary, T0 + timedelta(seconds=30))["capacity"]["doors_needed"] == 2
@@ -165,6 +165,15 @@ def test_capacity_projection_from_the_knee(door, settings):
     run = _with_target_rate(run, None)
     cap = verdicts.run_verdict(run, summary, T0 + timedelta(seconds=30))["capacity"]
     assert cap["doors_needed"] is None and "No target rate" in cap["note"]
+
+
+def test_a_sweep_still_rising_projects_a_bound_not_a_count(door, settings):
+    settings.STORAGEOPS_TARGET_RATE_BPS = 40_000_000_000
+    run, summary = _run(door, [1, 2, 4], [400e6, 700e6, 900e6])
+    verdict = verdicts.run_verdict(run, summary, T0 + timedelta(seconds=30))
+    assert verdict["status"] == "still_rising" and verdict["capacity"]["bound"] == "at most"
+    assert "At most 6 door(s) like these for 40 Gbit/s" in verdict["headline"]
+    assert "still rising: a door can do more" in verdict["headline"]
 
 
 def test_capacity_splits_the_knee_over_the_doors():
@@ -182,8 +191,9 @@ def test_a_confined_daemon_whose_core_others_keep_busy_is_cpu_bound(door):
         _samples(door, step, "cpu.percent", [55, 55])
     verdict = verdicts.run_verdict(run, summary, T0 + timedelta(seconds=30))
     b = verdict["bottleneck"]
-    assert (b["resource"], b["label"], b["concurrency"]) == ("daemon_cpu", "xrootd", 1)
-    assert b["value"] == pytest.approx(0.98) and "61 % of 1 core(s); those cores 98 % busy" in b["detail"]
+    assert (b["resource"], b["label"], b["concurrency"]) == ("cores", "xrootd", 1)
+    assert b["value"] == pytest.approx(0.98) and b["detail"] == "98 % busy; most of it xrootd's own (61 %)"
+    assert "CPU of the cores xrootd may use on" in verdict["headline"]
 
 
 def test_a_daemon_under_a_cgroup_cpu_quota_is_judged_against_its_quota(door):
@@ -216,11 +226,40 @@ def test_the_sample_that_began_before_a_step_is_not_counted_in_it(door):
     assert reading["value"] == pytest.approx((40 + 99 + 99) / 300)
 
 
-def test_between_equal_readings_the_daemon_is_named_rather_than_the_machine(door):
+def test_between_equal_readings_the_daemons_cores_are_named_rather_than_the_machine(door):
     run, summary = _run(door, [1, 2], [100e6, 100e6])
     _samples(door, 0, "cpu.percent", [100, 100])
-    _samples(door, 0, "proc.cpu_percent", [99.8, 100], "xrootd")
+    _samples(door, 0, "proc.cpu_percent", [198, 200], "xrootd")
     _samples(door, 0, "proc.cpus_allowed", [2, 2], "xrootd")
     _samples(door, 0, "proc.cores_busy_percent", [100, 100], "xrootd")
     b = verdicts.run_verdict(run, summary, T0 + timedelta(seconds=20))["bottleneck"]
-    assert (b["resource"], b["label"]) == ("daemon_cpu", "xrootd")
+    # The daemon fills both its cores itself: its own CPU is the narrowest diagnosis.
+    assert (b["resource"], b["label"], b["value"]) == ("daemon_cpu", "xrootd", pytest.approx(0.995))
+
+
+def test_a_host_busy_with_other_work_is_named_as_the_host_not_the_daemon(door):
+    """FZU's case: "CPU of xrootd already at 100 % (7 % of 2 cores)" blamed the daemon."""
+    run, summary = _run(door, [1, 2, 4], [100e6, 101e6, 100e6])
+    for step in range(3):
+        _samples(door, step, "cpu.percent", [100, 100])
+        _samples(door, step, "proc.cpu_percent", [14, 14], "xrootd")  # 7 % of its two cores
+        _samples(door, step, "proc.cpus_allowed", [2, 2], "xrootd")
+        _samples(door, step, "proc.cores_busy_percent", [100, 100], "xrootd")
+    verdict = verdicts.run_verdict(run, summary, T0 + timedelta(seconds=30))
+    b = verdict["bottleneck"]
+    assert (b["resource"], b["label"], b["value"]) == ("cores", "xrootd", 1.0)
+    assert b["detail"] == "100 % busy; xrootd itself 7 %: the host is busy with other work"
+    [own] = [r for r in verdict["saturation"][0]["readings"] if r["resource"] == "daemon_cpu"]
+    assert own["value"] == pytest.approx(0.07)  # the daemon's own share, not the host's
+    assert "the host is busy with other work" in verdict["headline"]
+
+
+def test_a_door_with_a_single_sample_in_a_step_is_not_judged_there(door):
+    run, summary = _run(door, [1, 2], [100e6, 101e6])
+    _samples(door, 0, "cpu.percent", [100])  # one moment of a full machine, in the step that matters
+    _samples(door, 1, "cpu.percent", [30, 30])
+    verdict = verdicts.run_verdict(run, summary, T0 + timedelta(seconds=20))
+    assert verdict["bottleneck"] is None
+    assert verdict["saturation"][0]["not_enough_samples"] == {door.name: 1}
+    assert verdict["saturation"][0]["readings"] == []
+    assert f"not enough samples ({door.name}: 1 in the step at concurrency 1)" in verdict["headline"]
