@@ -190,7 +190,7 @@
       if (!points.length) { noData(c, "No step has a throughput yet."); return; }
       clearNoData(c);
       makeChart(c, "line", [{ label: "throughput per step", data: points, borderColor: colour(0), backgroundColor: colour(0), pointRadius: 4, unit: "B/s" }],
-        { x: { type: "linear", title: { display: true, text: "concurrency (copies at once)" }, ticks: { precision: 0 } }, y: valueAxis("throughput (bytes/s)", "B/s") }, []);
+        { x: concurrencyAxis(points.map(function (p) { return p.x; })), y: valueAxis("throughput (bytes/s)", "B/s") }, []);
     }
 
     function drawScatter(sc) {
@@ -267,6 +267,23 @@
     cycle();
   }
 
+  /* A concurrency axis ticked at the sweep's own concurrencies (1, 2, 4 … 128), logarithmic when
+     they span a factor of 8 or more: Chart.js's own log ticks (1.10, 1.20, 1.50 …) name none of them. */
+  function concurrencyAxis(values) {
+    var seen = {}, ticks = [];
+    values.forEach(function (v) { if (v > 0 && !seen[v]) { seen[v] = true; ticks.push(v); } });
+    ticks.sort(function (a, b) { return a - b; });
+    var log = ticks.length > 1 && ticks[ticks.length - 1] / ticks[0] >= 8;
+    return {
+      type: log ? "logarithmic" : "linear",
+      title: { display: true, text: "concurrency (copies at once)" },
+      afterBuildTicks: function (axis) {
+        if (ticks.length) axis.ticks = ticks.map(function (v) { return { value: v }; });
+      },
+      ticks: { autoSkip: false, callback: function (value) { return "×" + value; } }
+    };
+  }
+
   /* ---- Comparison page ------------------------------------------------------------------ */
 
   function compareCharts(root) {
@@ -278,12 +295,10 @@
         steps.push({ label: label, data: r.steps, borderColor: colour(i), backgroundColor: colour(i), pointRadius: 4, borderDash: dash, unit: "B/s" });
         time.push({ label: label, data: r.over_time, borderColor: colour(i), backgroundColor: colour(i), pointRadius: 0, borderWidth: 1.5, borderDash: dash, unit: "B/s" });
       });
-      var maxC = 1, minC = Infinity;
-      data.runs.forEach(function (r) { r.steps.forEach(function (p) { maxC = Math.max(maxC, p.x); minC = Math.min(minC, p.x); }); });
-      var logX = maxC / (minC || 1) >= 8;
+      var concurrencies = [];
+      data.runs.forEach(function (r) { r.steps.forEach(function (p) { concurrencies.push(p.x); }); });
       makeChart(root.querySelector('[data-chart="compare-steps"]'), "line", steps,
-        { x: { type: logX ? "logarithmic" : "linear", title: { display: true, text: "concurrency (copies at once)" }, ticks: { precision: 0 } },
-          y: valueAxis("throughput (bytes/s)", "B/s") }, []);
+        { x: concurrencyAxis(concurrencies), y: valueAxis("throughput (bytes/s)", "B/s") }, []);
       makeChart(root.querySelector('[data-chart="compare-time"]'), "line", time,
         { x: { type: "linear", title: { display: true, text: "seconds since the run started" } },
           y: valueAxis("throughput (bytes/s)", "B/s") }, []);
