@@ -32,6 +32,7 @@ from urllib.parse import unquote, urlsplit
 from campaigns.choices import TransferState
 from campaigns.models import Run, Transfer
 from campaigns.results.finalize import add
+from campaigns.runs import store
 from campaigns.runs.planning import endpoint_folder_url, plan, run_folder, sources_folder
 from campaigns.spec import RunSpec
 from collectors.events import log_event
@@ -83,9 +84,7 @@ def remove_sources(run: Run, engine, tick: Callable[[], object] = lambda: None) 
     folder = sources_folder(spec, seed)
     report = _new_report()
     # What the plan recorded of its generated data, a checksum a size (none if never planned).
-    checksums = dict(
-        Transfer.objects.filter(run=run).exclude(source_checksum="").values_list("size", "source_checksum").distinct()
-    )
+    checksums = store.source_checksums(run.pk) or {}
     targets: dict[str, Target] = {}
     homes_of: dict[str, int] = {}
     for t in plan(run.snapshot, run.pk):
