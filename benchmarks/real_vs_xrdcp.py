@@ -36,7 +36,7 @@ from pathlib import Path
 
 import harness
 
-from devsite.processes import die_with_parent
+from devsite.processes import dying_with_parent
 
 MB = 1000**2
 SOURCE_BASE = "/data/bench"  # door1 endpoint; sources below <this>/src/<size>/src-NNNNNNN
@@ -252,11 +252,10 @@ class XrdcpPool:
                 start = time.monotonic()
                 # Dies with this thread's process, even a SIGKILLed one (the thread outlives it).
                 proc = subprocess.Popen(
-                    argv,
+                    dying_with_parent(argv),
                     stdin=subprocess.DEVNULL,
                     stdout=subprocess.PIPE,
                     stderr=subprocess.STDOUT,
-                    preexec_fn=die_with_parent(),
                 )
                 self.running.add(proc)
                 if self.first_start is None:

@@ -7,10 +7,14 @@ name, which other sessions on the machine may share.
 
 Nothing is left behind when the parent dies, however it dies:
 
-* each child is started with a parent-death signal (Linux ``PR_SET_PDEATHSIG``, set in the
-  child just before exec, after any switch of user), so the kernel kills it with its parent,
-  SIGKILL included. The signal follows the *thread* that started the child: start children
-  from a thread that lives as long as they should (the main thread, a fixture);
+* each child is started with a parent-death signal (Linux ``PR_SET_PDEATHSIG``), so the
+  kernel kills it with its parent, SIGKILL included. util-linux's ``setpriv --pdeathsig``
+  sets it and execs the program (``dying_with_parent``): no Python runs between fork and
+  exec, where a parent with native threads (gfal2's) was seen to crash the forked child
+  with SIGSEGV about once a stressed suite. ``setpriv`` runs after Popen's switch of user
+  (a change of credentials clears the signal), and neither xrootd nor taskset is
+  set-user-ID (an exec of one would clear it too). The signal follows the *thread* that
+  started the child: start children from a thread that lives as long as they should;
 * a group guard (devsite/groupguard.py), one small process per parent, kills every process
   group of the children's sessions when the parent is gone: the grandchildren too;
 * a parent stopped by a signal it can handle stops its children by session (Supervisor,
@@ -26,6 +30,7 @@ import contextlib
 import ctypes
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -47,23 +52,24 @@ def set_parent_death_signal(sig: int) -> bool:
     return _prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0) == 0
 
 
-def die_with_parent(sig: int = signal.SIGKILL) -> Callable[[], None]:
-    """A ``preexec_fn`` that makes the child die with the process starting it.
+_SETPRIV = shutil.which("setpriv") or "/usr/bin/setpriv"
 
-    It runs in the child after fork, after Popen's ``user=``/``group=`` switch (CPython does
-    setgroups/setregid/setreuid before preexec_fn) -- which matters, as a change of
-    credentials clears the parent-death signal, and so does exec of a set-user-ID program:
-    such a program must not be the one we exec. If the parent died before the prctl, the
-    child has already been re-parented and exits at once instead.
+
+def dying_with_parent(argv: list[str], sig: signal.Signals = signal.SIGKILL) -> list[str]:
+    """``argv`` run through ``setpriv --pdeathsig``: the program dies with our process.
+
+    setpriv sets the signal and execs the program, keeping the pid, so what Popen returns is
+    the program's process; its command line is setpriv's only until that exec
+    (``program_argv`` sees through it).
     """
-    parent = os.getpid()
+    return [_SETPRIV, "--pdeathsig", sig.name.removeprefix("SIG"), "--", *argv]
 
-    def preexec() -> None:
-        _prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
-        if os.getppid() != parent:
-            os._exit(1)
 
-    return preexec
+def program_argv(argv: list[str]) -> list[str]:
+    """The program's own argv, without a ``dying_with_parent`` prefix not yet exec'd away."""
+    if len(argv) >= 4 and Path(argv[0]).name == "setpriv" and argv[1] == "--pdeathsig" and argv[3] == "--":
+        return argv[4:]
+    return argv
 
 
 # -- the group guard ----------------------------------------------------------------------------
@@ -181,7 +187,7 @@ def cmdline(pid: int) -> list[str]:
         raw = Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return []
-    return [part.decode(errors="replace") for part in raw.split(b"\0")[:-1]]
+    return program_argv([part.decode(errors="replace") for part in raw.split(b"\0")[:-1]])
 
 
 def group_members(pgid: int) -> list[int]:
@@ -375,15 +381,12 @@ class ManagedProcess:
         if self.log_path:
             self._log = self.log_path.open("ab")
         self.proc = subprocess.Popen(
-            self.argv,
+            dying_with_parent(self.argv),
             env=self.env,
             cwd=self.cwd,
             stdout=self._log,
             stderr=subprocess.STDOUT if self._log else None,
             start_new_session=True,
-            # Only a prctl through ctypes and getppid run between fork and exec: nothing that
-            # takes a lock another thread could hold, the hazard preexec_fn is known for.
-            preexec_fn=die_with_parent(),
         )
         guard_group(self.proc.pid)
         with _live_lock:

@@ -39,7 +39,6 @@ import socket
 import ssl
 import struct
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -48,7 +47,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import ClassVar
 
-from devsite.processes import die_with_parent, guard_group, stop_processes
+from devsite.processes import dying_with_parent, guard_group, stop_processes
 
 __all__ = [
     "LOOPBACK",
@@ -101,10 +100,6 @@ authorityKeyIdentifier = keyid
 
 class XRootDServerError(RuntimeError):
     """A server could not be configured, started or stopped."""
-
-
-class _CrashedAtStartUp(XRootDServerError):
-    """The daemon died of a signal before it wrote its log."""
 
 
 # --------------------------------------------------------------------------- helpers
@@ -617,16 +612,7 @@ class XRootDServer:
         """
         if self.is_running():
             return self
-        try:
-            return self._start_once()
-        except _CrashedAtStartUp as crash:
-            # A start was seen to die of SIGSEGV before xrootd wrote a line of its log, about
-            # once a stressed suite: most likely the forked child crashing before exec, in the ctypes prctl of
-            # die_with_parent, in a parent with gfal2 threads (not xrootd itself). A second start
-            # is safe; a second crash is reported as it is. The fix is to run no Python between
-            # fork and exec (setpriv --pdeathsig), which is not done yet.
-            print(f"xrootd {self.name!r}: {crash}; starting it once more", file=sys.stderr, flush=True)
-            return self._start_once()
+        return self._start_once()
 
     def _start_once(self) -> XRootDServer:
         self._reap_stale()
@@ -648,8 +634,9 @@ class XRootDServer:
             env.update(self.https.client_env())
         account = _server_account()
         with open(os.devnull, "rb") as devnull:
+            # The daemon dies with us, even by SIGKILL (setpriv runs as SERVER_USER already).
             self._proc = subprocess.Popen(
-                cmd,
+                dying_with_parent(cmd),
                 cwd=self.workdir,
                 env=env,
                 stdin=devnull,
@@ -661,10 +648,6 @@ class XRootDServer:
                 user=account.pw_uid if account else None,
                 group=account.pw_gid if account else None,
                 extra_groups=[] if account else None,
-                # The daemon dies with us, even by SIGKILL. Set in the child after the switch
-                # to SERVER_USER (a change of credentials clears it; Popen switches before
-                # preexec_fn), and neither xrootd nor taskset is set-user-ID.
-                preexec_fn=die_with_parent(),
             )
         self._pid = self._proc.pid
         guard_group(self._pid)  # and what it forks (xrdcp --server for TPC) with it
@@ -690,8 +673,7 @@ class XRootDServer:
             assert self._proc is not None
             code = self._proc.poll()
             if code is not None:
-                crashed = code < 0 and not (self.log_path.exists() and self.log_path.stat().st_size)
-                raise (_CrashedAtStartUp if crashed else XRootDServerError)(
+                raise XRootDServerError(
                     f"xrootd {self.name!r} exited with status {code} during start-up; "
                     f"log {self.log_path}:\n{self.log_tail()}"
                 )

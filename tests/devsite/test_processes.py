@@ -97,6 +97,43 @@ def test_children_and_grandchildren_die_with_a_sigkilled_parent(tmp_path):
             parent.kill()
 
 
+def test_the_kernel_alone_kills_the_children_of_a_sigkilled_parent(tmp_path):
+    """The parent-death signal set by setpriv, with no group guard left to do it.
+
+    setpriv execs the program in place: the pid Popen returned is the program's, and its
+    command line (as pid files compare it) is the program's own.
+    """
+    tmp_path.chmod(0o755)
+    parent = _parent(
+        tmp_path,
+        """\
+        sleeper = ManagedProcess("sleeper", ["sleep", "300"], log_dir=tmp).start()
+        door = XRootDServer("pk", tmp / "data", workdir=tmp / "run").start()
+        print(sleeper.pid, door.pid, flush=True)
+        time.sleep(300)
+        """,
+    )
+    try:
+        sleeper, door = (int(pid) for pid in parent.stdout.readline().split())
+        guard = [pid for pid in descendants(parent.pid) if any("groupguard" in part for part in cmdline(pid))]
+        assert len(guard) == 1, [(pid, cmdline(pid)) for pid in descendants(parent.pid)]
+        deadline = time.monotonic() + 10
+        while cmdline(sleeper) != ["sleep", "300"] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert cmdline(sleeper) == ["sleep", "300"]
+        assert Path(cmdline(door)[0]).name == "xrootd", cmdline(door)
+        children = {pid: start_time(pid) for pid in (sleeper, door)}
+        os.kill(guard[0], signal.SIGKILL)
+        _, _ = _gone_within({guard[0]: start_time(guard[0])}, 10)
+        parent.kill()
+        parent.wait(timeout=10)
+        left, seconds = _gone_within(children, 10)
+        assert not left, f"still alive {seconds:.1f} s after the parent's SIGKILL: {left}"
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+
+
 def test_a_benchmark_stuck_in_a_blocking_call_stops_its_worker_and_door_on_sigterm(tmp_path):
     """The benchmark that "ignored SIGTERM": its main thread blocked in a call that retries
     after EINTR. The benchmarks' harness stops the children from a helper thread."""
