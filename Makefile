@@ -7,7 +7,7 @@ STRESS_SECONDS ?= 3600
 
 # runsite stops everything it started on Ctrl-C, SIGTERM, SIGHUP and when make itself is killed;
 # its children die with it even when it is SIGKILLed.
-run:  ## the dashboard, a worker, beat and a demo site with two real XRootD servers
+run:  ## the dashboard, a worker, beat and a demo site with two real XRootD servers and their collectors
 	bash scripts/bootstrap.sh run
 	$(PY) manage.py runsite --exit-with-parent
 

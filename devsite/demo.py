@@ -12,11 +12,14 @@ DEMO_CAMPAIGN = "demo-sweep"
 
 
 @transaction.atomic
-def register_demo_site(doors: dict[str, str], xrootd_version: str = "") -> Campaign:
+def register_demo_site(
+    doors: dict[str, str], xrootd_version: str = "", watches: dict[str, dict] | None = None
+) -> Campaign:
     """Create or update the demo backends, hosts, endpoints and campaign.
 
     `doors` maps a door name to its root:// URL prefix; ports may change between launches,
-    so existing endpoints are updated rather than duplicated.
+    so existing endpoints are updated rather than duplicated. `watches` maps a door name to
+    what its collector watches (Host fields watched_files, watched_services, log_files).
     """
     endpoints = []
     for letter, (door, url) in zip("ab", sorted(doors.items()), strict=False):
@@ -30,7 +33,10 @@ def register_demo_site(doors: dict[str, str], xrootd_version: str = "") -> Campa
                 "notes": "Demo backend started by make run: an XRootD server on loopback, run as nobody.",
             },
         )
-        host, _ = Host.objects.update_or_create(name=door, defaults={"address": "127.0.0.1", "role": "door"})
+        host, _ = Host.objects.update_or_create(
+            name=door,
+            defaults={"address": "127.0.0.1", "role": "door", "sample_interval": 5, **(watches or {}).get(door, {})},
+        )
         endpoint, _ = Endpoint.objects.update_or_create(name=f"{door}-root", defaults={"backend": backend, "url": url})
         endpoint.hosts.set([host])
         endpoints.append(endpoint)

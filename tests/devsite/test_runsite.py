@@ -79,14 +79,25 @@ def test_runsite_serves_the_dashboard_and_real_doors_then_stops(tmp_path):
             time.sleep(1)
         else:
             raise AssertionError(page[-2000:] + site.log_text()[-3000:])
+
+        # Each demo door has its collector: the hosts page hears from both, none "never seen".
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            status, hosts = _get(f"{base}/hosts/", opener.open)
+            assert status == 200
+            if "door1" in hosts and "door2" in hosts and "never seen" not in hosts:
+                break
+            time.sleep(1)
+        else:
+            raise AssertionError(hosts[-2000:] + site.log_text()[-3000:])
     finally:
         if site.returncode is None:
             os.kill(site.pid, signal.SIGINT)  # what Ctrl-C does
             site.proc.wait(timeout=60)
         site.stop()
     assert site.proc.returncode == 0, site.log_text()[-3000:]
-    children = [int(pid) for pid in re.findall(r"started \w+ \(pid (\d+)\)", site.log_text())]
-    assert len(children) == 3
+    children = [int(pid) for pid in re.findall(r"started [\w-]+ \(pid (\d+)\)", site.log_text())]
+    assert len(children) == 5  # web, worker, beat, a collector per door
     assert not [pid for pid in children if os.path.exists(f"/proc/{pid}")]
     assert _get(f"{base}/healthz")[0] == 0, "the web server must be gone"
     for _, door_port in doors:

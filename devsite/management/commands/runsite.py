@@ -1,4 +1,4 @@
-"""`make run`: the dashboard, a worker, beat and a demo site with two real XRootD servers.
+"""`make run`: the dashboard, a worker, beat and a demo site with two real XRootD servers and their collectors.
 
 Runs on the embedded defaults unless DATABASE_URL / CELERY_BROKER_URL say otherwise.
 Ctrl-C, SIGTERM and SIGHUP (the terminal closed) stop everything this command started, by
@@ -142,6 +142,7 @@ class Command(BaseCommand):
                 campaign = register_demo_site(
                     {s.name: s.root_url_for("/data/demo/") for s in servers},
                     xrootd_version=xrootd_server_version(servers[0].root_url),
+                    watches={s.name: _door_watches(s) for s in servers},
                 )
             python = sys.executable
             env = dict(os.environ, GFAL_PYTHONBIN="/usr/bin/python3", PYTHONUNBUFFERED="1", PYTHONFAULTHANDLER="1")
@@ -206,6 +207,16 @@ class Command(BaseCommand):
                 env,
                 base,
             )
+            for server in servers:
+                # A newcomer's first dashboard shows the doors' CPU, network, the daemon's own
+                # CPU and log patterns, and the change log of a restart, as a real site's would.
+                self._check_stop()
+                supervisor.start(
+                    f"collector-{server.name}",
+                    [python, "manage.py", "collector", "--host", server.name, "--loglevel", "warning"],
+                    env,
+                    base,
+                )
             if not no_demo and not campaign.runs.exists():
                 run = runs.start_run(campaign, trigger="demo")
                 self._say(f"Demo run #{run.pk} of {campaign.name} queued.")
@@ -262,3 +273,12 @@ class Command(BaseCommand):
             supervisor.watch(name, server.process)
             servers.append(server)
         return servers
+
+
+def _door_watches(server: XRootDServer) -> dict:
+    """What a demo door's collector watches: its config, its daemon, its log."""
+    return {
+        "watched_files": [str(server.config_path)],
+        "watched_services": [{"name": "xrootd", "pidfile": str(server.xrootd_pidfile)}],
+        "log_files": [{"path": str(server.log_path)}],
+    }
