@@ -162,3 +162,48 @@ def test_a_door_confined_to_a_third_of_a_core_is_named_and_a_free_one_is_still_r
     assert verdict["headline"].startswith("Still rising at the last step (concurrency 2")
     # It rose because the door took a second core: more than one core at concurrency 2.
     assert own_cpu_by_step(unpinned, hosts[1])[1] > 100, report(unpinned)
+
+
+def test_a_door_whose_core_another_process_fills_is_named_as_a_busy_host_not_a_full_daemon(scratch, log_dir):
+    """FZU's misreading, for real: a door pinned to core 0, where a busy process with shares far
+    above the door's takes nearly all the time. The curve is flat, the cores the door may use are
+    full, yet xrootd itself used a few per cent: the verdict must name the cores, busy with other
+    work, and must not call the daemon full."""
+    door = XRootDServer("crowded", scratch / "d", workdir=scratch / "dr", chksum_max=CHKSUM_MAX, cpu_list="0")
+    hog = ManagedProcess("hog", ["taskset", "-c", "0", PYTHON, "-c", "while True: pass"], log_dir=log_dir)
+    collector = None
+    with (
+        cpu_cgroup("crowder", shares=SHARES) as crowder,
+        cpu_cgroup("crowded", shares=1024) as crowded,
+        cpu_cgroup("harness", shares=SHARES) as harness,
+    ):
+        harness.add(os.getpid())
+        try:
+            door.start()
+            crowded.add(door.pid)
+            crowder.add(hog.start().pid)
+            host = Host.objects.create(
+                name="crowded-door",
+                sample_interval=1,
+                watched_services=[{"name": "xrootd", "pidfile": str(door.xrootd_pidfile)}],
+            )
+            collector = start_collector(host, log_dir)
+            wait_for_samples(host, collector)
+            run = sweep("crowded", door, host, [2, 4, 8], CONFINED_SIZE)
+        finally:
+            if collector is not None:
+                collector.stop()
+            hog.stop()
+            door.stop()
+    print(f"crowded:\n{report(run)}")
+
+    verdict = run.summary["verdict"]
+    assert verdict["status"] == "levelled", report(run)
+    b = verdict["bottleneck"]
+    assert b and (b["door"], b["resource"], b["label"]) == ("crowded-door", "cores", "xrootd"), report(run)
+    assert b["detail"].endswith("the host is busy with other work"), b["detail"]
+    assert "the host is busy with other work" in verdict["headline"], verdict["headline"]
+    # What the collector saw agrees: the daemon itself used far less than the core it may use.
+    knee_step = verdict["knee"]["step"]
+    own = own_cpu_by_step(run, host)[knee_step]
+    assert own < 50, (own, report(run))
