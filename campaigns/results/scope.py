@@ -14,6 +14,7 @@ from datetime import datetime
 from django.utils import timezone
 
 from campaigns.models import Run
+from campaigns.spec import RunSpec
 from collectors.models import Host
 
 
@@ -43,6 +44,19 @@ def run_hosts(run: Run) -> list[Host]:
     """The hosts serving the run's endpoints (both sides), by name; hosts deleted since are gone."""
     ids = run_scope(run).hosts
     return list(Host.objects.filter(pk__in=ids).order_by("name")) if ids else []
+
+
+def door_hosts(run: Run) -> list[Host]:
+    """The hosts of the side whose doors do the work (``RunSpec.door_side``): a pull's source
+    door only serves reads while its destination does the copy, and must not be judged as the
+    door under test. A run whose working side names no host (a checksum-load run asks its
+    sources and has no destination) is judged on every host it involves."""
+    side = RunSpec.of(run).door_side
+    endpoints = (run.snapshot or {}).get(f"{side}s", [])
+    ids = {h["id"] for ep in endpoints for h in ep.get("hosts", [])}
+    if not ids:
+        return run_hosts(run)
+    return list(Host.objects.filter(pk__in=ids).order_by("name"))
 
 
 def run_window(run: Run) -> tuple[datetime, datetime] | None:

@@ -28,7 +28,7 @@ from django.db.models import Avg, Count, Q
 from django.utils import timezone
 
 from campaigns.models import Run, RunStep
-from campaigns.results.scope import run_hosts
+from campaigns.results.scope import door_hosts
 from campaigns.spec import RunSpec
 from collectors.models import Host, MetricSample
 from storageops.units import human_rate as format_rate
@@ -180,7 +180,7 @@ def _step_windows(run: Run, end: datetime) -> list[tuple[RunStep, datetime]]:
 def saturation(run: Run, summary: dict, end: datetime) -> tuple[list[dict], dict[int, list[Reading]], int]:
     """Per step: each door's readings and the overload error rate; also the samples used."""
     windows = _step_windows(run, end)
-    hosts = run_hosts(run)
+    hosts = door_hosts(run)
     spec = RunSpec.of(run)
     per_step: dict[int, list[Reading]] = {}
     table: list[dict] = []

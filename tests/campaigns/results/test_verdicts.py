@@ -263,3 +263,23 @@ def test_a_door_with_a_single_sample_in_a_step_is_not_judged_there(door):
     assert verdict["saturation"][0]["not_enough_samples"] == {door.name: 1}
     assert verdict["saturation"][0]["readings"] == []
     assert f"not enough samples ({door.name}: 1 in the step at concurrency 1)" in verdict["headline"]
+
+
+@pytest.mark.parametrize("mode", ["pull", "push"])
+def test_a_pulls_source_door_is_not_judged_only_its_destination(door, mode):
+    """Issue 17: a pull's source door was named as the bottleneck. The destination pulls; the
+    source only serves reads, so its full CPU is not the verdict of a run whose doors are the
+    destinations. Pushed, the same samples make the source the door under test."""
+    source = Host.objects.create(name="door-src", sample_interval=1)
+    run, summary = _run(door, [1, 2, 4], [100e6, 101e6, 100e6], tpc_mode=mode)
+    run.snapshot["sources"][0]["hosts"] = [{"id": source.pk, "name": source.name}]
+    run.save(update_fields=["snapshot"])
+    run = Run.objects.get(pk=run.pk)
+    for step in range(3):
+        _samples(source, step, "cpu.percent", [100, 100])  # the source machine is full
+        _samples(door, step, "cpu.percent", [40, 40])
+    b = verdicts.run_verdict(run, summary, T0 + timedelta(seconds=30))["bottleneck"]
+    if mode == "pull":
+        assert b is None, b  # nothing on the destination is full: no door named
+    else:
+        assert (b["door"], b["resource"]) == ("door-src", "cpu"), b
