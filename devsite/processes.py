@@ -8,13 +8,15 @@ name, which other sessions on the machine may share.
 Nothing is left behind when the parent dies, however it dies:
 
 * each child is started with a parent-death signal (Linux ``PR_SET_PDEATHSIG``), so the
-  kernel kills it with its parent, SIGKILL included. util-linux's ``setpriv --pdeathsig``
-  sets it and execs the program (``dying_with_parent``): no Python runs between fork and
-  exec, where a parent with native threads (gfal2's) was seen to crash the forked child
-  with SIGSEGV about once a stressed suite. ``setpriv`` runs after Popen's switch of user
-  (a change of credentials clears the signal), and neither xrootd nor taskset is
-  set-user-ID (an exec of one would clear it too). The signal follows the *thread* that
-  started the child: start children from a thread that lives as long as they should;
+  kernel kills it with its parent, SIGKILL included. util-linux's ``setpriv`` sets it, after
+  any switch of user it is asked for (a change of credentials clears the signal), and execs
+  the program (``dying_with_parent``); neither xrootd nor taskset is set-user-ID (an exec of
+  one would clear it too). With neither a ``preexec_fn`` nor Popen's own ``user=``/``group=``,
+  CPython starts the child with vfork, so nothing runs in it between fork and exec: not Python
+  code, and not the ``pthread_atfork`` handlers of the libraries loaded here (XrdCl's, through
+  gfal2). On the fork() path a child died of SIGSEGV before exec about once a stressed suite,
+  its fatal-error report naming the parent's gfal2 threads. The signal follows the *thread*
+  that started the child: start children from a thread that lives as long as they should;
 * a group guard (devsite/groupguard.py), one small process per parent, kills every process
   group of the children's sessions when the parent is gone: the grandchildren too;
 * a parent stopped by a signal it can handle stops its children by session (Supervisor,
@@ -30,6 +32,7 @@ import contextlib
 import ctypes
 import json
 import os
+import pwd
 import shutil
 import signal
 import subprocess
@@ -55,20 +58,27 @@ def set_parent_death_signal(sig: int) -> bool:
 _SETPRIV = shutil.which("setpriv") or "/usr/bin/setpriv"
 
 
-def dying_with_parent(argv: list[str], sig: signal.Signals = signal.SIGKILL) -> list[str]:
-    """``argv`` run through ``setpriv --pdeathsig``: the program dies with our process.
+def dying_with_parent(
+    argv: list[str], sig: signal.Signals = signal.SIGKILL, account: pwd.struct_passwd | None = None
+) -> list[str]:
+    """``argv`` run through ``setpriv``: the program dies with our process, as ``account``
+    (its uid, its primary group, no supplementary groups) when one is given.
 
-    setpriv sets the signal and execs the program, keeping the pid, so what Popen returns is
-    the program's process; its command line is setpriv's only until that exec
-    (``program_argv`` sees through it).
+    setpriv switches user, sets the signal and execs the program, keeping the pid, so what
+    Popen returns is the program's process; its command line is setpriv's only until that exec
+    (``program_argv`` sees through it). Do not pass Popen ``user=``/``group=`` as well: they
+    turn off vfork (see the module's docstring).
     """
-    return [_SETPRIV, "--pdeathsig", sig.name.removeprefix("SIG"), "--", *argv]
+    switch = [f"--reuid={account.pw_uid}", f"--regid={account.pw_gid}", "--clear-groups"] if account is not None else []
+    return [_SETPRIV, *switch, "--pdeathsig", sig.name.removeprefix("SIG"), "--", *argv]
 
 
 def program_argv(argv: list[str]) -> list[str]:
     """The program's own argv, without a ``dying_with_parent`` prefix not yet exec'd away."""
-    if len(argv) >= 4 and Path(argv[0]).name == "setpriv" and argv[1] == "--pdeathsig" and argv[3] == "--":
-        return argv[4:]
+    if argv and Path(argv[0]).name == "setpriv" and "--" in argv:
+        options = argv[1 : argv.index("--")]
+        if "--pdeathsig" in options:
+            return argv[argv.index("--") + 1 :]
     return argv
 
 

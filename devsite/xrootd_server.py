@@ -634,9 +634,10 @@ class XRootDServer:
             env.update(self.https.client_env())
         account = _server_account()
         with open(os.devnull, "rb") as devnull:
-            # The daemon dies with us, even by SIGKILL (setpriv runs as SERVER_USER already).
+            # The daemon runs as SERVER_USER and dies with us, even by SIGKILL: setpriv does
+            # both, so that Popen can vfork (see devsite/processes.py).
             self._proc = subprocess.Popen(
-                dying_with_parent(cmd),
+                dying_with_parent(cmd, account=account),
                 cwd=self.workdir,
                 env=env,
                 stdin=devnull,
@@ -645,9 +646,6 @@ class XRootDServer:
                 # Own session: a Ctrl-C aimed at the test runner does not kill the
                 # daemon mid-teardown; stop()/atexit handle it by pid instead.
                 start_new_session=True,
-                user=account.pw_uid if account else None,
-                group=account.pw_gid if account else None,
-                extra_groups=[] if account else None,
             )
         self._pid = self._proc.pid
         guard_group(self._pid)  # and what it forks (xrdcp --server for TPC) with it

@@ -10,6 +10,7 @@ from __future__ import annotations
 import inspect
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -235,3 +236,39 @@ def test_runsite_refuses_to_start_twice_on_one_var_dir(tmp_path, settings):
     finally:
         other.kill()
         other.wait()
+
+
+def test_children_are_vforked_so_no_library_fork_handler_runs_in_them(tmp_path):
+    """A door (switched to the server account) and a managed process, started by a parent that
+    has loaded gfal2 (and XrdCl with it), are started by vfork: on the fork() path the libraries'
+    pthread_atfork handlers ran in the child before exec, and a child died there of SIGSEGV
+    about once a stressed suite. strace shows which call made each child."""
+    tmp_path.chmod(0o755)
+    script = tmp_path / "starts.py"
+    script.write_text(
+        textwrap.dedent(
+            f"""\
+            import sys
+            from pathlib import Path
+            sys.path.insert(0, {str(ROOT)!r})
+            import gfal2
+            gfal2.creat_context()
+            from devsite.processes import ManagedProcess
+            from devsite.xrootd_server import XRootDServer
+            tmp = Path({str(tmp_path)!r})
+            door = XRootDServer("vf", tmp / "data", workdir=tmp / "run").start()
+            ManagedProcess("short", ["true"], log_dir=tmp).start().proc.wait()
+            door.stop()
+            """
+        )
+    )
+    trace = tmp_path / "trace"
+    argv = ["strace", "-f", "-qq", "-e", "trace=fork,vfork,clone,clone3", "-o", str(trace), "/usr/bin/python3"]
+    result = subprocess.run([*argv, str(script)], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-3000:]
+    calls = [line for line in trace.read_text().splitlines() if "CLONE_THREAD" not in line and "resumed" not in line]
+    children = [line for line in calls if re.search(r"\b(v?fork|clone3?)\(", line)]
+    # the group guard, the door (setpriv → xrootd), "true"; xrootd's own forks are its business
+    ours = [line for line in children if line.split()[0] == calls[0].split()[0]]
+    assert len(ours) >= 3, calls
+    assert all("vfork()" in line or "CLONE_VFORK" in line for line in ours), ours
