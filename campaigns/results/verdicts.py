@@ -220,6 +220,10 @@ def saturation(run: Run, summary: dict, end: datetime) -> tuple[list[dict], dict
             {
                 "step": step.index,
                 "concurrency": spec.concurrency_of(step.index),
+                # What each reading rests on: the step's window and each door's samples in it.
+                "window": [step.started_at.isoformat(), stop.isoformat()],
+                "samples": {host.name: counts[host.pk] for host in hosts if counts[host.pk]},
+                "host_ids": {host.name: host.pk for host in hosts},
                 "readings": [{**asdict(r), "title": r.title} for r in sorted(found, key=lambda r: -r.value)],
                 "overload_error_rate": overload / attempted if attempted else None,
                 "not_enough_samples": thin,  # door -> the samples it had: not judged in this step
@@ -262,6 +266,31 @@ def capacity(knee_point: dict | None, doors: list[str], target_bps: int, still_r
     return result
 
 
+# The metrics a resource's reading is computed from, as the collectors store them.
+EVIDENCE_METRICS = {
+    "cpu": ["cpu.percent"],
+    "daemon_cpu": ["proc.cpu_percent", "proc.cpus_allowed", "proc.cpu_quota_cores"],
+    "cores": ["proc.cores_busy_percent", "proc.cpu_percent"],
+    "network": ["net.rx_bps", "net.tx_bps"],
+    "disk": ["disk.busy_percent"],
+    "memory": ["mem.used", "mem.total"],
+}
+
+
+def _evidence(reading: Reading, step: dict) -> dict:
+    """Where a bottleneck can be seen: which host's samples, of which metrics, over which window
+    (the run page links it to the host's charts over exactly that window)."""
+    return {
+        "door": reading.door,
+        "host_id": step["host_ids"].get(reading.door),
+        "metrics": EVIDENCE_METRICS[reading.resource],
+        "label": reading.label,
+        "from": step["window"][0],
+        "to": step["window"][1],
+        "samples": step["samples"].get(reading.door, 0),
+    }
+
+
 def _door_count(summary: dict) -> list[str]:
     # A door entry is one endpoint's hosts joined by commas (or its URL's host:port).
     return sorted({name for entry in summary.get("doors", {}) for name in entry.split(",") if name})
@@ -282,7 +311,7 @@ def run_verdict(run: Run, summary: dict, end: datetime | None = None) -> dict:
         if knee_point and bottleneck is None and hot and step["step"] <= knee_point["step"]:
             fullest = max(r.value for r in hot)
             top = max((r for r in hot if r.value >= fullest - TIE), key=lambda r: _SPECIFIC.index(r.resource))
-            bottleneck = {**asdict(top), "title": top.title, **where}
+            bottleneck = {**asdict(top), "title": top.title, **where, "evidence": _evidence(top, step)}
         # Overload errors are worth saying wherever they start: past the knee they say why
         # more concurrency did not help.
         rate = step["overload_error_rate"]

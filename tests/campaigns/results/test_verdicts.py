@@ -252,6 +252,13 @@ def test_a_host_busy_with_other_work_is_named_as_the_host_not_the_daemon(door):
     [own] = [r for r in verdict["saturation"][0]["readings"] if r["resource"] == "daemon_cpu"]
     assert own["value"] == pytest.approx(0.07)  # the daemon's own share, not the host's
     assert "the host is busy with other work" in verdict["headline"]
+    # The verdict says what it rests on: this door's samples of those metrics over the knee's step.
+    evidence = b["evidence"]
+    assert (evidence["door"], evidence["host_id"], evidence["label"]) == (door.name, door.pk, "xrootd")
+    assert evidence["metrics"][0] == "proc.cores_busy_percent"
+    step = run.steps.get(index=b["step"])
+    assert (evidence["from"], evidence["to"]) == (step.started_at.isoformat(), step.ended_at.isoformat())
+    assert evidence["samples"] == 2  # the two samples of each metric in that step
 
 
 def test_a_door_with_a_single_sample_in_a_step_is_not_judged_there(door):
