@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.contrib.auth.decorators import permission_required
@@ -17,9 +17,8 @@ from collectors.filters import EventFilter
 from collectors.forms import EventForm
 from collectors.metric_series import host_series
 from collectors.models import Event, Host
+from collectors.windows import RANGES, chosen_window
 from storageops.buckets import bucket_seconds
-
-HOST_RANGES = {"1h": 1, "6h": 6, "24h": 24, "7d": 24 * 7}
 
 
 class HostListView(ListView):
@@ -34,9 +33,15 @@ class HostDetailView(DetailView):
 
     def get_context_data(self, **kwargs):
         context = super().get_context_data(**kwargs)
-        chosen = self.request.GET.get("range", "6h")
-        context["range"] = chosen if chosen in HOST_RANGES else "6h"
-        context["ranges"] = list(HOST_RANGES)
+        window = chosen_window(self.request.GET, timezone.now())
+        context["window"] = window
+        context["range"] = window.range
+        context["ranges"] = list(RANGES)
+        context["metrics_query"] = (
+            urlencode({"from": window.highlight[0].isoformat(), "to": window.highlight[1].isoformat()})
+            if window.highlight
+            else urlencode({"range": window.range})
+        )
         context["events"] = Event.objects.filter(host=self.object).select_related("run")[:20]
         return context
 
@@ -44,10 +49,9 @@ class HostDetailView(DetailView):
 def host_metrics(request: HttpRequest, pk: int) -> JsonResponse:
     """A host's chart series over the chosen range, and its events in that range."""
     host = get_object_or_404(Host, pk=pk)
-    hours = HOST_RANGES.get(request.GET.get("range", "6h"), 6)
-    end = timezone.now()
-    start = end - timedelta(hours=hours)
-    width = bucket_seconds(hours * 3600)
+    window = chosen_window(request.GET, timezone.now())
+    start, end = window.start, window.end
+    width = bucket_seconds(int((end - start).total_seconds()))
     events = Event.objects.filter(host=host, time__gte=start, time__lte=end).order_by("time")
     return JsonResponse(
         {
@@ -57,6 +61,7 @@ def host_metrics(request: HttpRequest, pk: int) -> JsonResponse:
             # The last bucket's point sits at its middle, up to half a bucket after now.
             "end": (end.timestamp() + width) * 1000,
             "metrics": host_series([host.pk], start, end, width),
+            "highlight": [t.timestamp() * 1000 for t in window.highlight] if window.highlight else None,
             "events": [
                 {"time": e.time.timestamp() * 1000, "kind": e.kind, "label": e.get_kind_display(),
                  "summary": e.summary, "host": None, "disturbing": e.kind in DISTURBING_KINDS}

@@ -324,8 +324,17 @@
         });
         if (!sets.length) { noData(c, "No sample in this window."); return; }
         clearNoData(c);
-        makeChart(c, "line", sets, { x: timeAxis(data.start, data.end), y: valueAxis(c.getAttribute("data-title"), unit) },
+        var chart = makeChart(c, "line", sets, { x: timeAxis(data.start, data.end), y: valueAxis(c.getAttribute("data-title"), unit) },
           data.events);
+        if (data.highlight) {
+          // The window a link asked for (a verdict's step): shaded, with the margin around it unshaded.
+          chart.options.plugins.annotation.annotations.highlight = {
+            type: "box", xMin: data.highlight[0], xMax: data.highlight[1], borderWidth: 0,
+            backgroundColor: "rgba(37, 99, 235, 0.12)",
+            label: { display: true, content: "the step asked for", position: "start", font: { size: 10 } }
+          };
+          chart.update("none");
+        }
       });
     }).catch(function (err) { console.error(err); });
   }
