@@ -14,7 +14,7 @@ from django.views.generic import DetailView, ListView
 from campaigns import runs
 from campaigns.choices import ErrorCategory
 from campaigns.models import Run, Transfer
-from campaigns.results import chain, charts, readers
+from campaigns.results import chain, charts, readers, verdicts
 from campaigns.results.parameters import byte_budget
 from campaigns.spec import RunSpec
 from campaigns.web.filters import TransferFilter
@@ -61,6 +61,7 @@ class RunDetailView(DetailView):
         context["retryable"] = runs.retryable_count(self.object)
         context["chain"] = chain.retry_chain(self.object)
         context["in_flight"] = readers.oldest_in_flight(self.object) if self.object.is_live else []
+        context["target_rate_bps"] = verdicts.target_rate_bps(self.object)
         return context
 
 

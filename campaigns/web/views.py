@@ -3,6 +3,7 @@ Run pages are in run_views.py, the comparison in compare_views.py."""
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import permission_required
 from django.core.exceptions import PermissionDenied, ValidationError
@@ -45,6 +46,11 @@ class CampaignDetailView(DetailView):
         return Campaign.objects.prefetch_related(
             "sources", "destinations", Prefetch("runs", queryset=recent, to_attr="recent_runs")
         )
+
+    def get_context_data(self, **kwargs):
+        context = super().get_context_data(**kwargs)
+        context["site_target_rate_bps"] = settings.STORAGEOPS_TARGET_RATE_BPS
+        return context
 
 
 def _form_page(request: HttpRequest, form: CampaignForm, title: str) -> HttpResponse:

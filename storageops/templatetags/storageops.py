@@ -9,6 +9,12 @@ register.filter("duration", units.human_duration)
 
 
 @register.filter
+def bitrate(value: float | None) -> str:
+    """A rate in bit/s, as sites state link and target rates ("40 Gbit/s")."""
+    return "–" if value is None else units.si(value, "bit/s")
+
+
+@register.filter
 def percent(value: float | None) -> str:
     return "–" if value is None else f"{100.0 * value:.1f} %"
 
@@ -30,3 +36,14 @@ def share(part: int | None, other: int | None) -> float | None:
     """part / (part + other): a success rate from the ok and failed counts; None if both are 0."""
     total = (part or 0) + (other or 0)
     return (part or 0) / total if total else None
+
+
+@register.filter
+def bits_of(bytes_per_second: float | None) -> float | None:
+    return None if bytes_per_second is None else bytes_per_second * 8
+
+
+@register.filter
+def share_of(value: float | None, whole: float | None) -> float | None:
+    """value / whole, None when either is missing or the whole is 0."""
+    return value / whole if value is not None and whole else None

@@ -152,3 +152,29 @@ def test_every_editable_campaign_field_is_on_the_form():
         "last_updated",
     }
     assert editable - set(CampaignForm.base_fields) == set()
+
+
+def test_a_target_rate_is_shown_where_it_was_set_and_beside_what_a_run_achieved(client, viewer, settings):
+    from campaigns.runs.lifecycle import RunDriver
+    from campaigns.runs.starting import create_run
+
+    settings.STORAGEOPS_TARGET_RATE_BPS = 0
+    asked = mock_campaign("with-target", file_count=4, target_rate_bps=40_000_000_000)
+    plain = mock_campaign("without-target", file_count=4)
+    client.force_login(viewer)
+    page = client.get(asked.get_absolute_url()).content.decode()
+    assert "40 Gbit/s (40000000000 bit/s): the rate verdicts size doors for" in page
+    assert "none set: verdicts give no door count" in client.get(plain.get_absolute_url()).content.decode()
+    settings.STORAGEOPS_TARGET_RATE_BPS = 10_000_000_000
+    assert (
+        "the site's 10 Gbit/s (STORAGEOPS_TARGET_RATE_BPS) is used"
+        in client.get(plain.get_absolute_url()).content.decode()
+    )
+
+    run = create_run(asked, trigger="command")
+    RunDriver(run.pk).drive()
+    run.refresh_from_db()
+    achieved_bits = run.summary["total"]["throughput_bps"] * 8
+    page = client.get(run.get_absolute_url()).content.decode()
+    assert "asked 40 Gbit/s; achieved" in page
+    assert f"({100 * achieved_bits / 40e9:.1f} % of it)" in page
