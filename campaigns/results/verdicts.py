@@ -27,12 +27,13 @@ from django.conf import settings
 from django.db.models import Avg, Count, Q
 from django.utils import timezone
 
+from campaigns.choices import CampaignKind
 from campaigns.models import Run, RunStep
 from campaigns.results.scope import door_hosts
 from campaigns.spec import RunSpec
 from collectors.models import Host, MetricSample
+from storageops.units import human_duration, si
 from storageops.units import human_rate as format_rate
-from storageops.units import si
 
 KNEE_FRACTION = 0.95
 # Two runs of the same step on shared storage differ by several per cent (a flat, CPU-bound
@@ -296,6 +297,45 @@ def _door_count(summary: dict) -> list[str]:
     return sorted({name for entry in summary.get("doors", {}) for name in entry.split(",") if name})
 
 
+# -- latency, the figure of a checksum load -------------------------------------------------
+def latency_curve(steps: list[dict]) -> list[dict]:
+    """Per step: the latency of every answered request (p50, p95) and the answers a second.
+
+    What a checksum-load sweep is read by: BNL's and Lancaster's doors failed when checksum
+    answers came too late, not when too few bytes were read."""
+    out = []
+    for s in steps:
+        if s.get("latency_p95") is None:
+            continue
+        answered = s.get("files_ok", 0) + s.get("files_failed", 0)
+        window = s.get("window_seconds") or 0
+        out.append(
+            {
+                "step": s["step"],
+                "concurrency": s.get("concurrency"),
+                "p50": s.get("latency_p50"),
+                "p95": s["latency_p95"],
+                "answers_per_s": answered / window if window else None,
+            }
+        )
+    return out
+
+
+def _latency_sentence(curve: list[dict]) -> str:
+    first, last = curve[0], curve[-1]
+    best = max((c["answers_per_s"] or 0 for c in curve), default=0)
+    if first is last:
+        text = f"Checksum latency p95 {human_duration(first['p95'])} (p50 {human_duration(first['p50'])})"
+        text += f" at concurrency {first['concurrency']}"
+    else:
+        text = (
+            f"Checksum latency p95 {human_duration(first['p95'])} at concurrency {first['concurrency']} → "
+            f"{human_duration(last['p95'])} at {last['concurrency']} "
+            f"(p50 {human_duration(first['p50'])} → {human_duration(last['p50'])})"
+        )
+    return text + (f"; at best {best:.1f} answers/s. " if best else ". ")
+
+
 # -- the verdict ----------------------------------------------------------------------------
 def run_verdict(run: Run, summary: dict, end: datetime | None = None) -> dict:
     """Knee, saturation per step and door, bottleneck, capacity, and a headline sentence."""
@@ -330,6 +370,8 @@ def run_verdict(run: Run, summary: dict, end: datetime | None = None) -> dict:
         "thresholds": {"knee": KNEE_FRACTION, "saturated": SATURATED, "overload_error_rate": OVERLOAD_ERROR_RATE},
         "computed_at": timezone.now().isoformat(),
     }
+    if RunSpec.of(run).kind == CampaignKind.CHECKSUM_LOAD:
+        verdict["latency"] = latency_curve(summary.get("steps", []))
     verdict["headline"] = headline(verdict)
     return verdict
 
@@ -398,4 +440,6 @@ def headline(v: dict) -> str:
             f"at {format_rate(cap['per_door_bps'])} per door"
             + (" (the curve was still rising: a door can do more)." if bound else ".")
         )
-    return curve + cause
+    # A checksum load is read by its latency first; the bytes the door read come after.
+    lead = _latency_sentence(v["latency"]) if v.get("latency") else ""
+    return lead + curve + cause

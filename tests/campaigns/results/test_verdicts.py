@@ -290,3 +290,26 @@ def test_a_pulls_source_door_is_not_judged_only_its_destination(door, mode):
         assert b is None, b  # nothing on the destination is full: no door named
     else:
         assert (b["door"], b["resource"]) == ("door-src", "cpu"), b
+
+
+def test_a_checksum_load_is_headlined_by_its_latency_and_a_transfer_sweep_is_not(door):
+    steps = [
+        {"step": 0, "concurrency": 2, "throughput_bps": 100e6, "files_ok": 40, "files_failed": 0, "errors": {},
+         "latency_p50": 0.05, "latency_p95": 0.12, "window_seconds": 4.0},
+        {"step": 1, "concurrency": 8, "throughput_bps": 101e6, "files_ok": 30, "files_failed": 10, "errors": {},
+         "latency_p50": 0.4, "latency_p95": 3.2, "window_seconds": 5.0},
+    ]  # fmt: skip
+    run, _ = _run(door, [2, 8], [100e6, 101e6], kind="checksum_load")
+    verdict = verdicts.run_verdict(run, {"steps": steps, "doors": {}}, T0 + timedelta(seconds=20))
+    assert verdict["latency"][1] == {"step": 1, "concurrency": 8, "p50": 0.4, "p95": 3.2, "answers_per_s": 8.0}
+    assert verdict["headline"].startswith(
+        "Checksum latency p95 120 ms at concurrency 2 → 3.2 s at 8 (p50 50 ms → 400 ms); at best 10.0 answers/s. "
+    ), verdict["headline"]
+    assert "latency" not in verdicts.run_verdict(*_transfer_twin(run, steps), T0 + timedelta(seconds=20))
+
+
+def _transfer_twin(run: Run, steps: list[dict]) -> tuple[Run, dict]:
+    """The same run and steps, as a transfer sweep (its snapshot's kind changed)."""
+    run.snapshot["parameters"]["kind"] = "transfer"
+    run.save(update_fields=["snapshot"])
+    return Run.objects.get(pk=run.pk), {"steps": steps, "doors": {}}

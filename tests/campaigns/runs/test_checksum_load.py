@@ -20,6 +20,7 @@ from campaigns.models import Run, Transfer
 from campaigns.results import comparison
 from campaigns.runs.lifecycle import RunDriver
 from devsite.xrootd_server import XRootDServer
+from storageops.units import human_duration
 from tests.support.factories import campaign, endpoint
 from tests.support.sparse import has_tmpfs, sparse_sources, tmpfs_dir
 
@@ -125,3 +126,12 @@ def test_checksum_limit_2_against_8(doors):
     # The verdict of the max 2 run names the timeouts; the max 8 run has none to name.
     assert "checksum timeouts" in rows[max2.pk]["verdict"]["headline"], rows[max2.pk]["verdict"]
     assert "checksum timeouts" not in rows[max8.pk]["verdict"]["headline"]
+    # A checksum load is headlined by its latency, taken from its own steps.
+    for run in (max2, max8):
+        verdict = run.summary["verdict"]
+        first, last = step(run, 0), step(run, 1)
+        assert [c["p95"] for c in verdict["latency"]] == [first["latency_p95"], last["latency_p95"]]
+        assert verdict["headline"].startswith(
+            f"Checksum latency p95 {human_duration(first['latency_p95'])} at concurrency 2 → "
+            f"{human_duration(last['latency_p95'])} at 8"
+        ), verdict["headline"]
