@@ -4,6 +4,7 @@ the parameters that differ."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
@@ -204,25 +205,52 @@ def compare(runs: Sequence[Run], trim: Trim | None = None) -> dict:
     }
 
 
-def overlay_series(runs: Sequence[Run]) -> dict:
+def _cuts(run: Run, trim: Trim) -> list[tuple[float, float]]:
+    """The trimmed periods of a run, in epoch ms: warm-up, tail and the margins around events."""
+    window = run_window(run)
+    if window is None or not trim.active:
+        return []
+    # A chart's bucket may begin before the run and end after it: the warm-up and tail cuts run
+    # to either end of the chart, not to the run's first and last instant.
+    ms = [(-math.inf, (window[0].timestamp() + trim.warmup_seconds) * 1000)]
+    ms.append(((window[1].timestamp() - trim.tail_seconds) * 1000, math.inf))
+    if trim.event_margin_seconds is not None:
+        margin = timedelta(seconds=trim.event_margin_seconds)
+        ms += [(lo.timestamp() * 1000, hi.timestamp() * 1000) for lo, hi in disturbance.excluded_windows(run, margin)]
+    if not trim.warmup_seconds:
+        ms[0] = (0, 0)
+    if not trim.tail_seconds:
+        ms[1] = (0, 0)
+    return [(lo, hi) for lo, hi in ms if hi > lo]
+
+
+def _since(ms: float, origin: float) -> float | None:
+    return None if math.isinf(ms) else round((ms - origin) / 1000, 1)
+
+
+def overlay_series(runs: Sequence[Run], trim: Trim | None = None) -> dict:
     """Each run's total throughput over time, in seconds since its start, and its step curve:
-    what the comparison page overlays."""
+    what the comparison page overlays. Trimmed as the table is: the step curve is the trimmed
+    step table, and over time the trimmed periods are gaps (None), listed in ``cuts``."""
+    trim = trim or Trim()
     out = []
     for run in runs:
         data = readers.timeline(run)
         origin = run.started_at.timestamp() * 1000 if run.started_at else 0
+        cuts = _cuts(run, trim)
+        steps = figures(run, trim)["steps"] if trim.active else readers.steps(run)
         out.append(
             {
                 "run": run.pk,
                 "label": f"{run.campaign.name} #{run.pk}",
                 "disturbed": run.disturbed,
                 "over_time": [
-                    {"x": round((t - origin) / 1000, 1), "y": v}
+                    {"x": round((t - origin) / 1000, 1), "y": None if any(lo <= t <= hi for lo, hi in cuts) else v}
                     for t, v in zip(data["times"], data["total"], strict=True)
                 ],
-                "steps": [
-                    {"x": s["concurrency"], "y": s["throughput_bps"]} for s in readers.steps(run) if s["throughput_bps"]
-                ],
+                # Seconds since the start; None: to that end of the chart.
+                "cuts": [[_since(lo, origin), _since(hi, origin)] for lo, hi in cuts],
+                "steps": [{"x": s["concurrency"], "y": s["throughput_bps"]} for s in steps if s.get("throughput_bps")],
             }
         )
-    return {"runs": out}
+    return {"runs": out, "trimmed": trim.active}

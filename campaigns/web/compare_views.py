@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from urllib.parse import urlencode
+
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
@@ -31,6 +33,11 @@ def compare_page(request: HttpRequest) -> HttpResponse:
         else:
             context.update(result=comparison.compare(selected, trim), runs=selected, trim=trim)
             context["ids"] = ",".join(str(r.pk) for r in selected)
+            # The charts are trimmed as the table: their data is asked with the same trim.
+            query = {"runs": context["ids"], "warmup": trim.warmup_seconds, "tail": trim.tail_seconds}
+            if trim.event_margin_seconds is not None:
+                query["margin"] = trim.event_margin_seconds
+            context["chart_query"] = urlencode(query)
     return render(request, "campaigns/compare.html", context, status=400 if form.errors else 200)
 
 
@@ -42,7 +49,7 @@ def compare_data(request: HttpRequest) -> JsonResponse:
             400, "Some fields are not valid.", {k: [str(m) for m in v] for k, v in form.errors.items()}
         )
     try:
-        selected, _ = _selection(form)
+        selected, trim = _selection(form)
     except ValidationError as exc:
         return error_response(400, "Some fields are not valid.", exc.message_dict)
-    return JsonResponse(comparison.overlay_series(selected))
+    return JsonResponse(comparison.overlay_series(selected, trim))

@@ -9,7 +9,7 @@ import pytest
 from django.utils.html import escape
 
 from campaigns import runs
-from campaigns.models import Run, Transfer
+from campaigns.models import Run, RunChart, Transfer
 from campaigns.results import analysis, comparison, disturbance
 from campaigns.runs.lifecycle import RunDriver
 from collectors.events import log_event
@@ -252,3 +252,40 @@ def test_a_partial_run_is_amber_with_its_counts_and_operators_can_retry_it(
     html = client.get(first.get_absolute_url()).content.decode()
     assert f'Retried by <a href="/campaigns/runs/{retry.pk}/">#{retry.pk}</a>' in html
     assert "Retry failed (" not in html  # retried once: the chain goes on from the retry
+
+
+def test_every_comparison_chart_is_trimmed_as_the_table(client, viewer, two_runs):
+    run = two_runs[0]
+    starts = sorted(Transfer.objects.filter(run=run).values_list("started_at", flat=True))
+    warmup = round((starts[20] - run.started_at).total_seconds(), 3)  # the first step left out
+    # Mock copies end within a second, one chart bucket: give the first run a stored timeline of
+    # ten one-second points, so that the over-time gap has points on both sides of the cut.
+    origin = run.started_at.timestamp() * 1000
+    chart = RunChart.objects.get(run=run)
+    chart.data = {**chart.data, "times": [origin + 1000 * k - 500 for k in range(10)], "total": [1e6] * 10}
+    chart.save()
+    ids = f"{two_runs[0].pk},{two_runs[1].pk}"
+    client.force_login(viewer)
+    page = client.get("/campaigns/compare/", {"runs": ids, "warmup": warmup})
+    html = page.content.decode()
+    assert page.status_code == 200 and "trimmed as the table" in html
+    # The charts' data is asked with the table's trim.
+    assert f"warmup={warmup}" in html
+    table = {r["run"]: r for r in page.context["result"]["runs"]}
+    data = client.get("/campaigns/compare/data.json", {"runs": ids, "warmup": warmup}).json()
+    untrimmed = client.get("/campaigns/compare/data.json", {"runs": ids}).json()
+    assert data["trimmed"] is True and untrimmed["trimmed"] is False
+    for series in data["runs"]:
+        steps = [s for s in table[series["run"]]["steps"] if s.get("throughput_bps")]
+        # The step curve is the trimmed table's, point for point.
+        assert series["steps"] == [{"x": s["concurrency"], "y": s["throughput_bps"]} for s in steps]
+        assert series["cuts"][0][0] is None  # the warm-up runs from the chart's start
+    # Trimmed, the first run's step curve is the second step's alone.
+    assert [p["x"] for p in data["runs"][0]["steps"]] == [4]
+    assert [p["x"] for p in untrimmed["runs"][0]["steps"]] == [1, 4]
+    # Over time, the warm-up is a gap and the rest is the untrimmed curve.
+    trimmed, whole = data["runs"][0]["over_time"], untrimmed["runs"][0]["over_time"]
+    cut = warmup
+    assert [p["x"] for p in trimmed] == [p["x"] for p in whole] == [k - 0.5 for k in range(10)]
+    assert [p["y"] for p in trimmed] == [None if p["x"] <= cut else 1e6 for p in whole]
+    assert all(p["y"] == 1e6 for p in whole) and all(not r["cuts"] for r in untrimmed["runs"])
