@@ -73,3 +73,75 @@ def _rows_python(params: dict) -> list[tuple]:
         sums[key] += value
         times[key].add(time)
     return [(*key, sums[key] / len(times[key])) for key in sorted(sums)]
+
+
+# Per label (a daemon, a disk, a log pattern), not summed over labels: a host's two disks are
+# two curves, each out of 100 %. Counters (log matches) are summed over a bucket, gauges averaged.
+LABELLED_METRICS = {
+    "proc.cpu_percent": "%",
+    "proc.cpus_allowed": "",
+    "proc.cpu_quota_cores": "",
+    "disk.busy_percent": "%",
+    "disk.read_bps": "B/s",
+    "disk.write_bps": "B/s",
+    "log.matches": "",
+}
+SUMMED = ("log.matches",)
+
+_LABELLED_SQL = """
+SELECT host_id, metric, label, floor(extract(epoch FROM time) / %(w)s)::bigint AS k,
+       CASE WHEN metric = ANY(%(summed)s) THEN sum(value) ELSE avg(value) END AS v
+FROM collectors_metricsample
+WHERE host_id = ANY(%(hosts)s) AND metric = ANY(%(metrics)s)
+  AND time >= %(start)s AND time <= %(end)s
+GROUP BY 1, 2, 3, 4
+ORDER BY 1, 2, 3, 4
+"""
+
+
+def labelled_series(
+    host_ids: Iterable[int],
+    start: datetime,
+    end: datetime,
+    width: int,
+    metrics: Iterable[str] = LABELLED_METRICS,
+    with_host: bool = True,
+) -> dict[str, dict[str, list[list[float]]]]:
+    """{metric: {"door1 xrootd" (or "xrootd" without the host): [[epoch ms, value], ...]}}."""
+    host_ids = list(host_ids)
+    if not host_ids:
+        return {}
+    names = dict(Host.objects.filter(pk__in=host_ids).values_list("pk", "name"))
+    params = {
+        "w": width,
+        "hosts": host_ids,
+        "metrics": list(metrics),
+        "start": start,
+        "end": end,
+        "summed": list(SUMMED),
+    }
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(_LABELLED_SQL, params)
+            rows = cursor.fetchall()
+    else:
+        rows = _labelled_rows_python(params)
+    out: dict[str, dict[str, list[list[float]]]] = defaultdict(lambda: defaultdict(list))
+    for host_id, metric, label, k, value in rows:
+        host = names.get(host_id, str(host_id))
+        name = f"{host} {label}".strip() if with_host else (label or host)
+        out[metric][name].append([(k + 0.5) * width * 1000, value])
+    return {metric: dict(series) for metric, series in out.items()}
+
+
+def _labelled_rows_python(params: dict) -> list[tuple]:
+    """The same figures for the embedded SQLite database."""
+    values: dict[tuple, list[float]] = defaultdict(list)
+    samples = (
+        MetricSample.objects.filter(host_id__in=params["hosts"], metric__in=params["metrics"])
+        .filter(time__gte=params["start"], time__lte=params["end"])
+        .values_list("host_id", "metric", "label", "time", "value")
+    )
+    for host_id, metric, label, time, value in samples.iterator(chunk_size=10000):
+        values[(host_id, metric, label, int(time.timestamp() // params["w"]))].append(value)
+    return [(*key, sum(v) if key[1] in params["summed"] else sum(v) / len(v)) for key, v in sorted(values.items())]

@@ -15,7 +15,7 @@ from collectors.choices import DISTURBING_KINDS
 from collectors.events import log_event
 from collectors.filters import EventFilter
 from collectors.forms import EventForm
-from collectors.metric_series import host_series
+from collectors.metric_series import host_series, labelled_series
 from collectors.models import Event, Host
 from collectors.windows import RANGES, chosen_window
 from storageops.buckets import bucket_seconds
@@ -61,6 +61,7 @@ def host_metrics(request: HttpRequest, pk: int) -> JsonResponse:
             # The last bucket's point sits at its middle, up to half a bucket after now.
             "end": (end.timestamp() + width) * 1000,
             "metrics": host_series([host.pk], start, end, width),
+            "labelled": labelled_series([host.pk], start, end, width, with_host=False),
             "highlight": [t.timestamp() * 1000 for t in window.highlight] if window.highlight else None,
             "events": [
                 {"time": e.time.timestamp() * 1000, "kind": e.kind, "label": e.get_kind_display(),

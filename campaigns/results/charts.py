@@ -21,7 +21,7 @@ from campaigns.results import analysis, disturbance
 from campaigns.results.scope import run_scope, run_window
 from campaigns.spec import RunSpec
 from collectors.choices import DISTURBING_KINDS
-from collectors.metric_series import host_series
+from collectors.metric_series import host_series, labelled_series
 from storageops.buckets import bucket_seconds
 
 ROLLING_BUCKETS = 5
@@ -185,11 +185,12 @@ def hosts(run: Run) -> dict:
     window = run_window(run)
     host_ids = run_scope(run).hosts
     if window is None or not host_ids:
-        return {"bucket_seconds": None, "hosts": [], "metrics": {}}
+        return {"bucket_seconds": None, "hosts": [], "metrics": {}, "labelled": {}}
     width = bucket_seconds((window[1] - window[0]).total_seconds())
     margin = timedelta(seconds=width)
     return {
         "bucket_seconds": width,
         "hosts": sorted(host_ids),
         "metrics": host_series(host_ids, window[0] - margin, window[1] + margin, width),
+        "labelled": labelled_series(host_ids, window[0] - margin, window[1] + margin, width),
     }

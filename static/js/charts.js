@@ -141,6 +141,39 @@
     });
   }
 
+  /* ---- Labelled series: a daemon's CPU, each disk, each log pattern -------------------- */
+
+  /* Datasets of a canvas asking for data-labelled="metric[,metric]" from a {metric: {name: points}}
+     map. data-limit names the daemon's allowed cores (proc.cpus_allowed) or its cgroup quota
+     (proc.cpu_quota_cores, which wins where set): drawn dashed at ×100 %, the CPU it may use. */
+  function labelledSets(c, labelled) {
+    var metrics = c.getAttribute("data-labelled").split(",");
+    var unit = c.getAttribute("data-unit") || "";
+    var sets = [], i = 0;
+    metrics.forEach(function (metric) {
+      var byName = (labelled || {})[metric] || {};
+      var suffix = metrics.length > 1 ? " " + metric.split(".").pop().replace(/_bps$/, "") : "";
+      Object.keys(byName).forEach(function (name) {
+        var points = byName[name].map(function (p) { return { x: p[0], y: p[1] }; });
+        sets.push({ label: name + suffix, data: points, borderColor: colour(i), backgroundColor: colour(i),
+          pointRadius: points.length < 30 ? 3 : 0, borderWidth: 1.5, unit: unit });
+        i++;
+      });
+    });
+    var limit = c.getAttribute("data-limit");
+    if (limit && sets.length) {
+      var quota = (labelled || {})["proc.cpu_quota_cores"] || {}, allowed = (labelled || {})[limit] || {};
+      Object.keys(allowed).forEach(function (name) {
+        var source = quota[name] || allowed[name];
+        var last = source[source.length - 1][1];
+        sets.push({ label: name + " may use (" + last + (quota[name] ? " core quota)" : " cores)"),
+          data: source.map(function (p) { return { x: p[0], y: p[1] * 100 }; }),
+          borderColor: "#94a3b8", backgroundColor: "#94a3b8", borderDash: [6, 4], pointRadius: 0, borderWidth: 1, unit: "%" });
+      });
+    }
+    return sets;
+  }
+
   /* ---- Run page ------------------------------------------------------------------------- */
 
   function runCharts(root) {
@@ -230,6 +263,17 @@
     }
 
     function drawHosts(hosts, events) {
+      root.querySelectorAll("[data-labelled]").forEach(function (c) {
+        var sets = labelledSets(c, hosts.labelled);
+        if (!sets.length) {
+          noData(c, (hosts.hosts || []).length
+            ? "No such sample from the doors' collectors in this window."
+            : "No door of this run is registered as a host: register the doors and start their collectors to see this.");
+          return;
+        }
+        clearNoData(c);
+        makeChart(c, "line", sets, { x: timeAxis(), y: valueAxis(c.getAttribute("data-title"), c.getAttribute("data-unit") || "") }, events);
+      });
       root.querySelectorAll('[data-chart^="host:"]').forEach(function (c) {
         var metric = c.getAttribute("data-chart").slice(5);
         var unit = c.getAttribute("data-unit") || "";
@@ -309,6 +353,14 @@
 
   function hostCharts(root) {
     getJSON(root.getAttribute("data-src")).then(function (data) {
+      root.querySelectorAll("[data-labelled]").forEach(function (c) {
+        var sets = labelledSets(c, data.labelled);
+        if (!sets.length) { noData(c, "No sample in this window."); return; }
+        clearNoData(c);
+        var chart = makeChart(c, "line", sets, { x: timeAxis(data.start, data.end), y: valueAxis(c.getAttribute("data-title"), c.getAttribute("data-unit") || "") },
+          data.events);
+        highlight(chart, data.highlight);
+      });
       root.querySelectorAll("[data-metric]").forEach(function (c) {
         var metrics = c.getAttribute("data-metric").split(",");
         var unit = c.getAttribute("data-unit") || "";
@@ -326,17 +378,20 @@
         clearNoData(c);
         var chart = makeChart(c, "line", sets, { x: timeAxis(data.start, data.end), y: valueAxis(c.getAttribute("data-title"), unit) },
           data.events);
-        if (data.highlight) {
-          // The window a link asked for (a verdict's step): shaded, with the margin around it unshaded.
-          chart.options.plugins.annotation.annotations.highlight = {
-            type: "box", xMin: data.highlight[0], xMax: data.highlight[1], borderWidth: 0,
-            backgroundColor: "rgba(37, 99, 235, 0.12)",
-            label: { display: true, content: "the step asked for", position: "start", font: { size: 10 } }
-          };
-          chart.update("none");
-        }
+        highlight(chart, data.highlight);
       });
     }).catch(function (err) { console.error(err); });
+  }
+
+  /* The window a link asked for (a verdict's step): shaded, with the margin around it unshaded. */
+  function highlight(chart, span) {
+    if (!span) return;
+    chart.options.plugins.annotation.annotations.highlight = {
+      type: "box", xMin: span[0], xMax: span[1], borderWidth: 0,
+      backgroundColor: "rgba(37, 99, 235, 0.12)",
+      label: { display: true, content: "the step asked for", position: "start", font: { size: 10 } }
+    };
+    chart.update("none");
   }
 
   document.addEventListener("DOMContentLoaded", function () {

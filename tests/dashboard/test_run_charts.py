@@ -3,6 +3,8 @@ figures, stored at the run's end, and served to the page."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 
 from campaigns import runs
@@ -100,3 +102,40 @@ def test_host_metrics_of_the_doors_share_the_run_window(finished_run):
     assert data["metrics"]["net.rx_bps"]["door-a"][0][1] == 200.0
     kinds = {e["kind"]: e["disturbing"] for e in charts.events(finished_run)}
     assert kinds["service_restart"] is True and kinds["run_start"] is False
+
+
+def test_daemon_cpu_disks_and_log_patterns_are_charted_per_label(client, viewer, finished_run):
+    """Issue 17: the collectors stored a daemon's CPU, each disk and log-pattern counts, and no
+    page drew them. Each label is its own curve (two disks are not one disk at 160 %), gauges are
+    averaged over a bucket and log matches summed."""
+    host = Host.objects.create(name="door-a")
+    finished_run.snapshot["destinations"][0]["hosts"] = [{"id": host.pk, "name": host.name}]
+    Run.objects.filter(pk=finished_run.pk).update(snapshot=finished_run.snapshot)
+    finished_run.refresh_from_db()
+    t0 = finished_run.started_at
+    rows = [
+        ("proc.cpu_percent", "xrootd", 30.0), ("proc.cpu_percent", "xrootd", 50.0),
+        ("proc.cpus_allowed", "xrootd", 2.0), ("proc.cpus_allowed", "xrootd", 2.0),
+        ("disk.busy_percent", "sda", 80.0), ("disk.busy_percent", "sdb", 80.0),
+        ("log.matches", "checksum_error", 3.0), ("log.matches", "checksum_error", 4.0),
+    ]  # fmt: skip
+    MetricSample.objects.bulk_create(
+        MetricSample(host=host, metric=m, label=label, time=t0, value=v) for m, label, v in rows
+    )
+    labelled = charts.hosts(finished_run)["labelled"]
+    assert labelled["proc.cpu_percent"]["door-a xrootd"][0][1] == pytest.approx(40.0)  # averaged
+    assert labelled["proc.cpus_allowed"]["door-a xrootd"][0][1] == 2.0
+    assert {k: v[0][1] for k, v in labelled["disk.busy_percent"].items()} == {"door-a sda": 80.0, "door-a sdb": 80.0}
+    assert labelled["log.matches"]["door-a checksum_error"][0][1] == 7.0  # summed
+    # The host page's JSON names the curves by label alone, over the window asked for.
+    query = {"from": (t0 - timedelta(seconds=5)).isoformat(), "to": (t0 + timedelta(seconds=5)).isoformat()}
+    client.force_login(viewer)
+    body = client.get(f"/hosts/{host.pk}/metrics.json", query).json()
+    assert set(body["labelled"]["disk.busy_percent"]) == {"sda", "sdb"}
+    assert body["labelled"]["log.matches"]["checksum_error"][0][1] == 7.0
+    page = (
+        client.get(f"/hosts/{host.pk}/").content.decode() + client.get(finished_run.get_absolute_url()).content.decode()
+    )
+    for canvas in ('data-labelled="proc.cpu_percent" data-limit="proc.cpus_allowed"', 'data-labelled="log.matches"',
+                   'data-labelled="disk.busy_percent"', 'data-labelled="disk.read_bps,disk.write_bps"'):  # fmt: skip
+        assert page.count(canvas) == 2, canvas  # on the host page and on the run page
