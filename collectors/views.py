@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from urllib.parse import urlencode
 
 from django.contrib import messages
@@ -51,6 +52,10 @@ def host_metrics(request: HttpRequest, pk: int) -> JsonResponse:
     host = get_object_or_404(Host, pk=pk)
     window = chosen_window(request.GET, timezone.now())
     start, end = window.start, window.end
+    if window.range and host.created > start:
+        # A host younger than the range: its few hours are drawn across the chart, not squeezed
+        # into its right-hand edge (a newcomer's first look at a demo door).
+        start = min(host.created - timedelta(minutes=1), end - timedelta(minutes=5))
     width = bucket_seconds(int((end - start).total_seconds()))
     events = Event.objects.filter(host=host, time__gte=start, time__lte=end).order_by("time")
     return JsonResponse(

@@ -75,3 +75,15 @@ def test_a_verdicts_evidence_links_to_the_host_over_its_step(db):
     assert "11 samples of proc.cpu_percent (xrootd) on door-e, 00:08:12–00:08:24 UTC" in html
     link = f"/hosts/{host.pk}/?from=2026-11-24T00%3A08%3A12%2B00%3A00&amp;to=2026-11-24T00%3A08%3A24%2B00%3A00#charts"
     assert link in html, html
+
+
+def test_a_host_younger_than_the_range_is_drawn_from_its_registration(client, viewer, db):
+    host = Host.objects.create(name="door-new")
+    client.force_login(viewer)
+    body = client.get(f"/hosts/{host.pk}/metrics.json?range=6h").json()
+    now_ms = timezone.now().timestamp() * 1000
+    # From a minute before it was registered (at least five minutes of chart), not six hours back.
+    assert now_ms - body["start"] <= 6 * 60 * 1000
+    Host.objects.filter(pk=host.pk).update(created=timezone.now() - timedelta(days=3))
+    body = client.get(f"/hosts/{host.pk}/metrics.json?range=6h").json()
+    assert now_ms - body["start"] == pytest.approx(6 * 3600 * 1000, abs=60_000)
