@@ -124,3 +124,9 @@ RETRYABLE_ERRORS = frozenset(
         ErrorCategory.OTHER,
     }
 )
+
+
+class SourceListing(models.TextChoices):
+    NONE = "", "No: named files below the source path (generated or already there)"
+    FOLDER = "folder", "Every file in the source path, listed when a run starts"
+    URLS = "urls", "A list of URLs"

@@ -86,6 +86,8 @@ class RunSpec:
     fts_strict_copy: bool
     target_rate_bps: int | None
     byte_budget_label: str = DEFAULT_BYTE_BUDGET_LABEL
+    source_listing: str = ""  # "", "folder" or "urls": existing data, read only
+    source_urls: str = ""
     # The campaign's own per-run byte limit; max_bytes above is what this run may move: the
     # tightest of that and what was left of the daily and weekly budgets when it was created.
     campaign_max_bytes: int | None = None

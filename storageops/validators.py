@@ -33,6 +33,35 @@ def validate_transfer_url(value: str) -> None:
         raise ValidationError("A storage URL must not have a #fragment.")
 
 
+def parse_url_list(value: str, limit: int) -> list[str]:
+    """URLs one a line (blank lines and '#' comments ignored), each a storage URL, duplicates
+    dropped in order; ValidationError naming the line of the first bad one, or too many."""
+    urls: list[str] = []
+    seen: set[str] = set()
+    for number, line in enumerate(value.splitlines(), start=1):
+        url = line.strip()
+        if not url or url.startswith("#"):
+            continue
+        try:
+            validate_transfer_url(url)
+        except ValidationError as exc:
+            raise ValidationError(f"Line {number} ({url[:80]!r}): {' '.join(exc.messages)}") from None
+        if urlsplit(url).path.endswith("/"):
+            raise ValidationError(f"Line {number} ({url[:80]!r}) names a folder: list files, one a line.")
+        if url not in seen:
+            seen.add(url)
+            urls.append(url)
+    if len(urls) > limit:
+        raise ValidationError(f"{len(urls)} URLs: at most {limit} (STORAGEOPS_MAX_LISTED_SOURCES).")
+    return urls
+
+
+def validate_source_url_list(value: str) -> None:
+    from django.conf import settings
+
+    parse_url_list(value, settings.STORAGEOPS_MAX_LISTED_SOURCES)
+
+
 def validate_http_url(value: str) -> None:
     parts = urlsplit(value)
     if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -64,3 +93,22 @@ def validate_relative_path(value: str) -> None:
         raise ValidationError("A path may not contain '..' (percent-encoded or not).")
     if any(ch.isspace() for ch in value) or any(ch in value for ch in "?#"):
         raise ValidationError("A path may not contain spaces, '?' or '#'.")
+
+
+def urls_outside(urls: list[str], prefixes: list[str]) -> list[str]:
+    """The URLs that are below none of the prefixes (an endpoint's URL prefix)."""
+    heads = [p if p.endswith("/") else p + "/" for p in prefixes]
+    return [url for url in urls if not any(url.startswith(head) for head in heads)]
+
+
+def check_source_urls(text: str, source_urls: list[str], limit: int) -> str | None:
+    """What is wrong with a URL list for these source endpoints, or None."""
+    try:
+        urls = parse_url_list(text, limit)
+    except ValidationError as exc:
+        return " ".join(exc.messages)
+    outside = urls_outside(urls, source_urls)
+    if outside:
+        more = f" (and {len(outside) - 1} more)" if len(outside) > 1 else ""
+        return f"{outside[0]}{more} is below none of the chosen source endpoints."
+    return None

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from django.conf import settings
 from rest_framework import serializers
 
 from campaigns import runs
@@ -15,7 +16,7 @@ from campaigns.models import (
 )
 from campaigns.results import readers
 from storageops.api.base import BaseModelSerializer
-from storageops.validators import validate_http_url
+from storageops.validators import check_source_urls, validate_http_url
 
 
 class BackendSerializer(BaseModelSerializer):
@@ -120,6 +121,18 @@ class FtsInstanceSerializer(BaseModelSerializer):
 class CampaignSerializer(BaseModelSerializer):
     planned_files = serializers.IntegerField(read_only=True)
     planned_bytes = serializers.IntegerField(read_only=True)
+
+    def validate(self, attrs: dict) -> dict:
+        attrs = super().validate(attrs)
+        instance = self.instance
+        listing = attrs.get("source_listing", instance.source_listing if instance else "")
+        sources = attrs.get("sources", list(instance.sources.all()) if instance else [])
+        if listing == "urls" and sources:
+            text = attrs.get("source_urls", instance.source_urls if instance else "")
+            problem = check_source_urls(text, [ep.url for ep in sources], settings.STORAGEOPS_MAX_LISTED_SOURCES)
+            if problem:
+                raise serializers.ValidationError({"source_urls": [problem]})
+        return attrs
 
     class Meta:
         model = Campaign

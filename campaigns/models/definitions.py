@@ -12,7 +12,7 @@ from django.urls import reverse
 
 from campaigns import choices
 from storageops.models import BaseModel
-from storageops.validators import validate_relative_path, validate_transfer_url
+from storageops.validators import validate_relative_path, validate_source_url_list, validate_transfer_url
 
 name_validator = RegexValidator(
     r"^[A-Za-z0-9][A-Za-z0-9 ._\-]*$",
@@ -149,6 +149,22 @@ class Campaign(BaseModel):
     )
     create_sources = models.BooleanField(
         default=False, help_text="Upload generated data to the sources before the run starts."
+    )
+    source_listing = models.CharField(
+        "existing data",
+        max_length=10,
+        choices=choices.SourceListing.choices,
+        default="",
+        blank=True,
+        help_text="Read existing files instead of named or generated ones: every file directly in the "
+        "source path of each source endpoint (listed when a run starts), or the URLs listed below. "
+        "Existing data is only read: never written, never cleaned up.",
+    )
+    source_urls = models.TextField(
+        "source URLs",
+        blank=True,
+        validators=[validate_source_url_list],
+        help_text="With 'a list of URLs': one URL a line, each below one of the source endpoints.",
     )
     file_count = models.PositiveIntegerField(default=100, validators=[MinValueValidator(1)])
     file_size = models.PositiveBigIntegerField(
@@ -294,7 +310,7 @@ class Campaign(BaseModel):
         if (
             copies
             and self.checksum_mode in (choices.ChecksumMode.SOURCE, choices.ChecksumMode.TARGET)
-            and not (self.create_sources)
+            and not (self.create_sources or self.source_listing)
         ):
             # gfal2 compares one side against an expected value, known only for data StorageOps made.
             errors["checksum_mode"] = (
@@ -307,6 +323,7 @@ class Campaign(BaseModel):
                 f"{max(steps)} files (several times that measures the step better), or lower the largest step."
             )
         errors.update(self._size_errors())
+        errors.update(self._listing_errors())
         if self.kind == choices.CampaignKind.CHECKSUM_LOAD and self.file_mix:
             errors["file_mix"] = "A checksum load asks for checksums of files of one size: leave the mix empty."
         if self.engine == choices.Engine.FTS and self.tpc_mode == choices.TpcMode.STREAMED:
@@ -317,6 +334,28 @@ class Campaign(BaseModel):
             errors["fts_instance"] = "Choose the FTS instance that runs this campaign's transfers."
         if errors:
             raise ValidationError(errors)
+
+    def _listing_errors(self) -> dict[str, str]:
+        """Existing data: read only, sizes from the storage, transfers only."""
+        if not self.source_listing:
+            return {"source_urls": "Choose 'a list of URLs' to use them."} if self.source_urls.strip() else {}
+        errors: dict[str, str] = {}
+        if self.create_sources:
+            errors["create_sources"] = (
+                "Existing data is only read: StorageOps does not write sources it did not create. "
+                "Untick this, or choose generated files."
+            )
+        if self.file_mix:
+            errors["file_mix"] = "With existing data, the files and their sizes are the storage's: leave the mix empty."
+        if self.kind != choices.CampaignKind.TRANSFER:
+            errors["source_listing"] = "Existing data can be the source of transfers only."
+        elif self.direction != choices.Direction.FORWARD:
+            errors["direction"] = "Existing data is read from the sources only: choose the forward direction."
+        if self.source_listing == choices.SourceListing.URLS and not self.source_urls.strip():
+            errors["source_urls"] = "List at least one URL, one a line."
+        if self.source_listing == choices.SourceListing.FOLDER and self.source_urls.strip():
+            errors["source_urls"] = "A listed folder takes no URL list: empty it, or choose 'a list of URLs'."
+        return errors
 
     def _size_errors(self) -> dict[str, str]:
         limit = settings.STORAGEOPS_MAX_FILE_SIZE

@@ -79,10 +79,13 @@ def remove_sources(run: Run, engine, tick: Callable[[], object] = lambda: None) 
     the report. Call it before the run is final (see the module's docstring), with `tick`
     renewing its driver's lease: it is called from this thread between deletes."""
     spec = RunSpec.of(run)
+    report = _new_report()
+    if spec.source_listing or not spec.create_sources:
+        # Existing data, or files that were there before the run: the site's, never ours to delete.
+        return report
     seed = spec.retry.seed if spec.retry is not None else run.pk
     endpoints = {ep["id"]: ep for ep in [*run.snapshot["sources"], *run.snapshot["destinations"]]}
     folder = sources_folder(spec, seed)
-    report = _new_report()
     # What the plan recorded of its generated data, a checksum a size (none if never planned).
     checksums = store.source_checksums(run.pk) or {}
     targets: dict[str, Target] = {}

@@ -20,7 +20,7 @@ from django.utils import timezone
 from campaigns.choices import RunState, TransferState
 from campaigns.models import Run, Transfer
 from campaigns.results.finalize import finalize
-from campaigns.runs import cleanup, leases, steps, store, versions
+from campaigns.runs import cleanup, existing_sources, leases, steps, store, versions
 from campaigns.runs.executors import Executor, build_client, build_copier, build_executor
 from campaigns.runs.loop import LeaseLost, RunLoop
 from campaigns.runs.outages import retrying
@@ -112,6 +112,8 @@ class RunDriver:
         # Only a chain whose clean-up deleted them (cleanup=delete) writes them again: the same
         # bytes, generated from the same seed.
         checksums = store.source_checksums(spec.retry.of) if spec.retry and spec.cleanup != "delete" else None
+        if existing_sources.needs_listing(run.snapshot):
+            self._list_existing(run)
         if checksums is None:
             checksums = {}
             if spec.create_sources:
@@ -128,6 +130,17 @@ class RunDriver:
         # A driver that died in its preparation is followed by another: one start on the record.
         if not Event.objects.filter(run=run, kind=EventKind.RUN_START).exists():
             log_event("run_start", f"Run {run} started ({run.planned_files} files)", run=run)
+
+    def _list_existing(self, run: Run) -> None:
+        """Existing data: list it with its sizes and checksums from the storage, keep the listing
+        in the run's snapshot (the plan is made from it) and plan that many files and bytes."""
+        listing = existing_sources.list_existing(run.snapshot, self.storage(run), self._preparation_control())
+        run.snapshot = {**run.snapshot, "listing": listing}
+        files, size = existing_sources.listed_totals(listing)
+        Run.objects.filter(pk=run.pk, executor=self.executor).update(
+            snapshot=run.snapshot, planned_files=files, planned_bytes=size
+        )
+        run.planned_files, run.planned_bytes = files, size
 
     def _renewer(self) -> Callable[[], bool]:
         """Renews the lease when STORAGEOPS_PROGRESS_SECONDS have passed, as the run loop does,

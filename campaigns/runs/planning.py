@@ -69,6 +69,7 @@ class PlannedTransfer:
     size: int
     source_endpoint_id: int
     destination_endpoint_id: int
+    checksum: str = ""  # the source's checksum, when known per file (existing data)
 
 
 def file_sizes(spec: RunSpec, seed: int) -> list[int]:
@@ -145,21 +146,28 @@ def plan(snapshot: dict, run_id: int) -> Iterator[PlannedTransfer]:
     yield from (t for t in _full_plan(spec, snapshot, run_id, seed=spec.retry.seed) if t.index in wanted)
 
 
+def _sizes(spec: RunSpec, snapshot: dict, seed: int) -> list[int]:
+    """Sizes in plan order: the listed files' for existing data (none before they are listed)."""
+    if spec.source_listing:
+        return [entry["size"] for entry in snapshot.get("listing", [])]
+    return file_sizes(spec, seed=seed)
+
+
 def planned_indices(snapshot: dict) -> list[int]:
     """The indices a run of this snapshot plans, in order."""
     spec = RunSpec.from_snapshot(snapshot)
     if spec.retry is not None:
         return sorted(spec.retry.indices)
-    return list(range(len(file_sizes(spec, seed=0))))
+    return list(range(len(_sizes(spec, snapshot, seed=0))))
 
 
 def planned_totals(snapshot: dict) -> tuple[int, int]:
     """Files and bytes a run of this snapshot plans (whatever its run id: the seed only orders a mix)."""
     spec = RunSpec.from_snapshot(snapshot)
     if spec.retry is None:
-        sizes = file_sizes(spec, seed=0)
+        sizes = _sizes(spec, snapshot, seed=0)
         return len(sizes), sum(sizes)
-    sizes = file_sizes(spec, seed=spec.retry.seed)
+    sizes = _sizes(spec, snapshot, seed=spec.retry.seed)
     return len(spec.retry.indices), sum(sizes[i] for i in spec.retry.indices)
 
 
@@ -167,6 +175,9 @@ def _full_plan(spec: RunSpec, snapshot: dict, run_id: int, seed: int) -> Iterato
     sources, destinations = snapshot["sources"], snapshot["destinations"]
     if spec.kind == CampaignKind.CHECKSUM_LOAD:
         yield from _checksum_plan(spec, sources, run_id, seed)
+        return
+    if spec.source_listing:
+        yield from _listing_plan(spec, snapshot, run_id)
         return
     makers = {ep["id"]: _UrlMaker(ep) for ep in [*sources, *destinations]}
     distinct = spec.source_file_count
@@ -184,6 +195,24 @@ def _full_plan(spec: RunSpec, snapshot: dict, run_id: int, seed: int) -> Iterato
             size=size,
             source_endpoint_id=src["id"],
             destination_endpoint_id=dst["id"],
+        )
+
+
+def _listing_plan(spec: RunSpec, snapshot: dict, run_id: int) -> Iterator[PlannedTransfer]:
+    """Existing data: each listed file copied once, in listing order, to the destinations in
+    turn (below this run's own folder), with the checksum the storage gave for it."""
+    destinations = snapshot["destinations"]
+    makers = {ep["id"]: _UrlMaker(ep) for ep in destinations}
+    for index, entry in enumerate(snapshot["listing"]):
+        dst = destinations[index % len(destinations)]
+        yield PlannedTransfer(
+            index=index,
+            source=entry["url"],
+            destination=makers[dst["id"]](destination_path(spec, run_id, index), entry["size"]),
+            size=entry["size"],
+            source_endpoint_id=entry["endpoint"],
+            destination_endpoint_id=dst["id"],
+            checksum=entry.get("checksum", ""),
         )
 
 

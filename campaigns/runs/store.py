@@ -84,7 +84,7 @@ def insert_plan(run_id: int, planned: Iterable[PlannedTransfer], checksums: dict
             Transfer(
                 run_id=run_id,
                 state=TransferState.QUEUED,
-                source_checksum=checksums.get(item.size, ""),
+                source_checksum=item.checksum or checksums.get(item.size, ""),
                 **_plan_fields(item),
             )
         )
@@ -131,7 +131,7 @@ def _copy_plan(run_id: int, planned: Iterable[PlannedTransfer], checksums: dict[
                         "",
                         "",
                         "",
-                        checksums.get(item.size, ""),
+                        item.checksum or checksums.get(item.size, ""),
                         "",
                         "",
                         "[]",

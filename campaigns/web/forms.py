@@ -5,9 +5,11 @@ model's values, and say in a sentence what they could not read."""
 from __future__ import annotations
 
 from django import forms
+from django.conf import settings
 
 from campaigns.models import SCHEDULE_SETTINGS, Campaign, CampaignSchedule, Endpoint
 from storageops.units import parse_size
+from storageops.validators import check_source_urls
 
 
 class SizeField(forms.CharField):
@@ -104,19 +106,26 @@ class CampaignForm(forms.ModelForm):
         model = Campaign
         fields = [
             "name", "description", "kind", "engine", "sources", "destinations", "source_path", "destination_path",
-            "create_sources", "file_count", "file_size", "file_mix", "source_file_count", "direction", "tpc_mode",
+            "create_sources", "source_listing", "source_urls", "file_count", "file_size", "file_mix",
+            "source_file_count", "direction", "tpc_mode",
             "checksum_mode", "checksum_algorithm", "streams", "tcp_buffer_size", "timeout", "overwrite",
             "create_parent", "retries", "retry_delay", "concurrency_steps", "step_seconds", "step_files",
             "step_barrier", "start_together", "max_bytes",
             "max_duration", "cancel_grace", "max_bytes_per_day", "max_bytes_per_week", "allow_overlap", "cleanup",
             "fts_instance", "fts_priority", "fts_strict_copy", "target_rate_bps",
         ]  # fmt: skip
-        widgets = {"description": forms.Textarea(attrs={"rows": 2})}
+        widgets = {
+            "description": forms.Textarea(attrs={"rows": 2}),
+            "source_urls": forms.Textarea(
+                attrs={"rows": 4, "placeholder": "root://door1.example.org:1094//atlas/data/file1"}
+            ),
+        }
 
     SECTIONS = (
         ("What", ("name", "description", "kind", "engine")),
         ("Where", ("sources", "destinations", "direction", "source_path", "destination_path")),
-        ("Files", ("file_count", "file_size", "file_mix", "create_sources", "source_file_count")),
+        ("Files", ("file_count", "file_size", "file_mix", "create_sources", "source_file_count", "source_listing",
+                   "source_urls")),
         ("How each copy is made", ("tpc_mode", "checksum_mode", "checksum_algorithm", "streams", "tcp_buffer_size",
                                    "timeout", "retries", "retry_delay", "overwrite", "create_parent")),
         ("Concurrency", ("concurrency_steps", "step_seconds", "step_files", "step_barrier", "start_together")),
@@ -134,6 +143,12 @@ class CampaignForm(forms.ModelForm):
         data = super().clean()
         if data.get("kind") == "transfer" and "destinations" in data and not data.get("destinations"):
             self.add_error("destinations", "A transfer campaign needs at least one destination.")
+        if data.get("source_listing") == "urls" and data.get("sources") and not self.has_error("source_urls"):
+            problem = check_source_urls(
+                data.get("source_urls", ""), [ep.url for ep in data["sources"]], settings.STORAGEOPS_MAX_LISTED_SOURCES
+            )
+            if problem:
+                self.add_error("source_urls", problem)
         return data
 
 

@@ -9,6 +9,7 @@ threads (the mock plugin's stat stage, for one).
 from __future__ import annotations
 
 import os
+import stat as stat_module
 import threading
 import time
 from collections.abc import Iterable, Iterator
@@ -246,6 +247,21 @@ class Gfal2Copier:
         """The storage's own checksum of the file (clean-up's second proof)."""
         with _as_os_error():
             return self._context()[0].checksum(url, algorithm).lower()
+
+    def list_files(self, url: str) -> list[tuple[str, int]]:
+        """The regular files directly in a folder, (name, size), sorted by name; sub-folders and
+        other entries are left out. OSError with gfal2's errno and message."""
+        folder = url if url.endswith("/") else url + "/"
+        with _as_os_error():
+            ctx = self._context()[0]
+            found = []
+            for name in sorted(ctx.listdir(folder)):
+                if name in (".", ".."):
+                    continue
+                info = ctx.stat(folder + name)
+                if stat_module.S_ISREG(info.st_mode):
+                    found.append((name, info.st_size))
+            return found
 
     def remove(self, url: str) -> None:
         """Delete one file (clean-up after a run); raises OSError with gfal2's errno and message."""
