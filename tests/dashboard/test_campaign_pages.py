@@ -178,3 +178,22 @@ def test_a_target_rate_is_shown_where_it_was_set_and_beside_what_a_run_achieved(
     page = client.get(run.get_absolute_url()).content.decode()
     assert "asked 40 Gbit/s; achieved" in page
     assert f"({100 * achieved_bits / 40e9:.1f} % of it)" in page
+
+
+def test_a_url_list_must_lie_below_the_chosen_sources_in_the_form_and_the_api(client, admin_user, endpoints):
+    src, dst = endpoints
+    outside = "root://elsewhere.example.org:1094//data/file1"
+    inside = src.url.rstrip("/") + "/dataset/file1"
+    client.force_login(admin_user)
+    data = form_data(src, dst, name="listed", source_listing="urls", source_urls=f"{inside}\n{outside}\n",
+                     checksum_mode="both")  # fmt: skip
+    page = client.post("/campaigns/new/", data)
+    assert page.status_code == 400
+    assert f"{outside} is below none of the chosen source endpoints." in page.content.decode()
+    assert client.post("/campaigns/new/", {**data, "source_urls": inside}).status_code == 302
+    body = {"name": "listed-api", "sources": [src.pk], "destinations": [dst.pk], "source_listing": "urls",
+            "source_urls": outside, "checksum_mode": "both"}  # fmt: skip
+    response = client.post("/api/v1/campaigns/", body, content_type="application/json")
+    assert response.status_code == 400, response.content
+    [message] = response.json()["error"]["fields"]["source_urls"]
+    assert message == f"{outside} is below none of the chosen source endpoints."
