@@ -72,8 +72,13 @@ def test_the_api_docs_render_offline_under_the_csp(watched, live_server):
 
 
 def test_redoc_renders_offline(watched, live_server):
-    assert _visit(watched, f"{live_server.url}/api/redoc/") == []
+    # ReDoc's "powered by" logo comes from its CDN: blocked by img-src, as it should be offline.
+    # It is drawn with the sidebar, which on a busy machine may come before the page's load
+    # event (seen once in a stressed suite): the same allowance at both checks.
+    def unexpected(problems: list[str]) -> list[str]:
+        return [p for p in problems if "cdn.redoc.ly/redoc/logo-mini.svg" not in p]
+
+    assert unexpected(_visit(watched, f"{live_server.url}/api/redoc/")) == []
     watched.wait_for_selector("h1", timeout=30_000)
     assert "StorageOps API" in watched.inner_text("h1")
-    # ReDoc's "powered by" logo comes from its CDN: blocked by img-src, as it should be offline.
-    assert [p for p in watched.problems if "cdn.redoc.ly/redoc/logo-mini.svg" not in p] == []
+    assert unexpected(watched.problems) == []
