@@ -28,7 +28,9 @@ NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 TOOLS = ("fio", "dd")
 RW_MODES = ("read", "write", "randread", "randwrite", "readwrite", "randrw")
 IO_ENGINES = ("psync", "libaio", "io_uring")
-BLOCK_SIZES = tuple(2**n for n in range(12, 25))  # 4 KiB … 16 MiB
+MAX_BLOCK = 256 << 20  # dd and fio take any block size; more than this buffers more than it measures
+_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+_BYTES_RE = re.compile(r"^(\d{1,15})\s*([kmgt]?)(i?b)?$", re.I)
 MAX_SIZE = 1 << 40  # 1 TiB: a sanity cap, the directory's free space is the real one
 MAX_RUNTIME = 3600
 _ALLOWED = {"tool", "name", "subdir", "size", "block_size", "rw", "iodepth", "numjobs", "ioengine", "direct", "runtime"}
@@ -74,6 +76,20 @@ def _choice(params: dict, key: str, default: str, allowed: tuple) -> str:
     return value
 
 
+def parse_bytes(value: object, key: str, low: int, high: int) -> int:
+    """Bytes as dd and fio take them: 4096, "4k", "10M", "1G" (binary multiples, as both tools
+    read them); bounds inclusive. ValidationError naming the field otherwise."""
+    if type(value) is int:
+        number = value
+    elif isinstance(value, str) and (match := _BYTES_RE.fullmatch(value.strip())):
+        number = int(match[1]) * _UNITS[match[2].lower()]
+    else:
+        raise ValidationError(f"{key} must be a number of bytes such as 4096, 4k, 10M or 1G, not {value!r}.")
+    if not low <= number <= high:
+        raise ValidationError(f"{key} must be between {low} and {high} bytes, not {number}.")
+    return number
+
+
 def validate_params(params: dict) -> HostTestParams:
     """The only way from a request to a host test; raises ValidationError on anything odd."""
     if not isinstance(params, dict):
@@ -95,13 +111,13 @@ def validate_params(params: dict) -> HostTestParams:
     rw = _choice(params, "rw", "write", RW_MODES)
     if tool == "dd" and rw not in ("read", "write"):
         raise ValidationError("dd only does sequential read or write.")
-    block_size = params.get("block_size", 1 << 20)
-    if type(block_size) is not int or block_size not in BLOCK_SIZES:
-        raise ValidationError("block_size must be a power of two between 4096 and 16777216 bytes.")
-    size = _int(params, "size", 64 << 20, block_size, MAX_SIZE)
+    block_size = parse_bytes(params.get("block_size", 1 << 20), "block_size", 1, MAX_BLOCK)
+    size = parse_bytes(params.get("size", 64 << 20), "size", block_size, MAX_SIZE)
     direct = params.get("direct", False)
     if not isinstance(direct, bool):
         raise ValidationError("direct must be true or false.")
+    if direct and block_size % 512:
+        raise ValidationError("With direct I/O the block size must be a multiple of 512 bytes (the device's sectors).")
     return HostTestParams(
         tool=tool,
         name=name,
@@ -158,6 +174,18 @@ def parse_fio(output: str) -> dict[str, float]:
     return result
 
 
+def parse_fio_full(output: str) -> dict[str, float]:
+    """parse_fio's figures and the completion-latency percentiles fio reports (p50, p99)."""
+    result = parse_fio(output)
+    job = json.loads(output[output.index("{") :])["jobs"][0]
+    for side in ("read", "write"):
+        percentiles = ((job.get(side) or {}).get("clat_ns") or {}).get("percentile") or {}
+        if (job.get(side) or {}).get("io_bytes") and percentiles:
+            result["lat_p50_ms"] = float(percentiles.get("50.000000", 0)) / 1e6
+            result["lat_p99_ms"] = float(percentiles.get("99.000000", 0)) / 1e6
+    return result
+
+
 _DD_RE = re.compile(r"^(\d+) bytes .* copied, ([0-9.e+-]+) s", re.M)
 
 
@@ -168,6 +196,11 @@ def parse_dd(stderr: str, block_size: int, side: str) -> dict[str, float]:
     moved, seconds = int(match[1]), max(float(match[2]), 1e-9)
     blocks = max(moved // block_size, 1)
     return {f"{side}_bps": moved / seconds, f"{side}_iops": blocks / seconds, f"{side}_lat_ms": seconds / blocks * 1000}
+
+
+def run_argv(argv: list[str], timeout: float = MAX_RUNTIME + 600) -> subprocess.CompletedProcess:
+    """Run a validated argument list (never a shell); RuntimeError with the tool's words if it fails."""
+    return _run(argv, timeout)
 
 
 def _run(argv: list[str], timeout: float) -> subprocess.CompletedProcess:

@@ -163,3 +163,66 @@ class Event(models.Model):
 
     def __str__(self) -> str:
         return f"{self.time:%Y-%m-%d %H:%M} {self.kind}: {self.summary}"
+
+
+class HostTestSeries(models.Model):
+    """A host test repeated N times (FZU's 50,000 dd runs of 1 GB), each result a row."""
+
+    class State(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        RUNNING = "running", "Running"
+        SUCCEEDED = "succeeded", "Succeeded"
+        FAILED = "failed", "Failed"
+        CANCELLED = "cancelled", "Cancelled"
+
+    host = models.ForeignKey(Host, on_delete=models.CASCADE, related_name="test_series")
+    tool = models.CharField(max_length=10)
+    params = models.JSONField(help_text="The validated parameters (collectors.hosttest_series.SeriesParams).")
+    repeats = models.PositiveIntegerField()
+    byte_budget = models.PositiveBigIntegerField(help_text="Bytes the series may write; it stops there.")
+    bytes_written = models.PositiveBigIntegerField(default=0)
+    state = models.CharField(max_length=10, choices=State.choices, default=State.QUEUED)
+    cancel_requested = models.BooleanField(default=False)
+    error = models.TextField(blank=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    created = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created"]
+        verbose_name_plural = "host test series"
+
+    def __str__(self) -> str:
+        return f"{self.tool} series #{self.pk} on {self.host.name}"
+
+    def get_absolute_url(self) -> str:
+        return reverse("collectors:host_test_detail", args=[self.pk])
+
+    @property
+    def is_live(self) -> bool:
+        return self.state in (self.State.QUEUED, self.State.RUNNING)
+
+
+class HostTestResult(models.Model):
+    """One repeat of a series: what was written and read, and whether the read can be trusted."""
+
+    series = models.ForeignKey(HostTestSeries, on_delete=models.CASCADE, related_name="results")
+    index = models.PositiveIntegerField()
+    time = models.DateTimeField()
+    seconds = models.FloatField(help_text="The repeat's whole duration.")
+    write_bps = models.FloatField(null=True, blank=True)
+    read_bps = models.FloatField(null=True, blank=True)
+    direct_read_bps = models.FloatField(null=True, blank=True, help_text="The O_DIRECT reference read, if asked.")
+    iops = models.FloatField(null=True, blank=True)
+    lat_p50_ms = models.FloatField(null=True, blank=True)
+    lat_p99_ms = models.FloatField(null=True, blank=True)
+    cached = models.BooleanField(default=False)
+    cached_reason = models.CharField(max_length=300, blank=True)
+
+    class Meta:
+        ordering = ["series", "index"]
+        constraints = [models.UniqueConstraint(fields=["series", "index"], name="hosttestresult_series_index")]
+
+    def __str__(self) -> str:
+        return f"result {self.index + 1} of series {self.series_id}"

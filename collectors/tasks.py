@@ -13,7 +13,7 @@ from celery import shared_task
 from celery.signals import worker_ready, worker_shutting_down
 from django.conf import settings
 
-from collectors import hosttests, node_exporter
+from collectors import hosttest_series, hosttests, node_exporter
 from collectors.models import Host
 
 log = logging.getLogger(__name__)
@@ -34,6 +34,12 @@ def host_queue(host: Host | str) -> str:
 def run_host_test(host_name: str, params: dict) -> dict:
     # Validated again here, on the host: the queue is not a trust boundary.
     return hosttests.run_host_test(Host.objects.get(name=host_name), params)
+
+
+@shared_task(name="collectors.host.run_test_series")
+def run_host_test_series(series_id: int) -> str:
+    # No time limit: a series of 50,000 repeats runs for days; it checks for a cancel each repeat.
+    return hosttest_series.run(series_id).state
 
 
 def start_host_test(host: Host, params: dict):

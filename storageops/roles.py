@@ -1,6 +1,6 @@
 """The three roles of StorageOps as Django groups, and what each may do.
 
-viewer reads everything; operator also starts and cancels runs and logs events;
+viewer reads everything; operator also starts and cancels runs and host tests and logs events;
 admin may do everything (configuration included). Kept in one place so that the
 migration, the API permissions and the tests agree.
 """
@@ -13,7 +13,13 @@ ADMIN = "admin"
 ROLES = (VIEWER, OPERATOR, ADMIN)
 
 APPS = ("campaigns", "collectors", "storageops", "django_celery_beat")
-OPERATOR_EXTRA = ("campaigns.start_run", "campaigns.cancel_run", "collectors.add_event")
+OPERATOR_EXTRA = (
+    "campaigns.start_run",
+    "campaigns.cancel_run",
+    "collectors.add_event",
+    "collectors.add_hosttestseries",
+    "collectors.change_hosttestseries",
+)
 
 
 def sync_groups(apps) -> None:
