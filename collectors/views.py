@@ -10,14 +10,16 @@ from django.contrib.auth.decorators import permission_required
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
+from django.views.decorators.http import require_POST
 from django.views.generic import DetailView, ListView
 
+from collectors import hosttest_series
 from collectors.choices import DISTURBING_KINDS
 from collectors.events import log_event
 from collectors.filters import EventFilter
-from collectors.forms import EventForm
+from collectors.forms import EventForm, HostTestForm
 from collectors.metric_series import host_series, labelled_series
-from collectors.models import Event, Host
+from collectors.models import Event, Host, HostTestSeries
 from collectors.windows import RANGES, chosen_window
 from storageops.buckets import bucket_seconds
 
@@ -44,6 +46,8 @@ class HostDetailView(DetailView):
             else urlencode({"range": window.range})
         )
         context["events"] = Event.objects.filter(host=self.object).select_related("run")[:20]
+        context["test_form"] = HostTestForm()
+        context["test_series"] = self.object.test_series.all()[:10]
         return context
 
 
@@ -112,3 +116,65 @@ def log_change(request: HttpRequest) -> HttpResponse:
         messages.success(request, f"Logged: {event.summary}")
         return redirect("collectors:event_list")
     return render(request, "collectors/event_form.html", {"form": form}, status=400 if form.errors else 200)
+
+
+# -- host-test series -------------------------------------------------------------------------
+@require_POST
+@permission_required("collectors.add_hosttestseries", raise_exception=True)
+def host_test_start(request: HttpRequest, pk: int) -> HttpResponse:
+    host = get_object_or_404(Host, pk=pk)
+    form = HostTestForm(request.POST)
+    if not form.is_valid():
+        detail = HostDetailView.as_view()
+        request.method = "GET"
+        response = detail(request, pk=pk)
+        response.context_data["test_form"] = form
+        response.status_code = 400
+        return response
+    series = hosttest_series.start(host, form.params(), request.user)
+    messages.success(request, f"Host test series #{series.pk} queued on {host.name}'s collector.")
+    return redirect(series)
+
+
+def _series(pk: int) -> HostTestSeries:
+    return get_object_or_404(HostTestSeries.objects.select_related("host", "created_by"), pk=pk)
+
+
+def host_test_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    series = _series(pk)
+    context = {"series": series, "side_by_side": hosttest_series.hosts_side_by_side(series)}
+    context.update(_results_context(series))
+    return render(request, "collectors/hosttest_detail.html", context)
+
+
+def _results_context(series: HostTestSeries) -> dict:
+    results = list(series.results.order_by("index"))
+    return {
+        "series": series,
+        "results": results,
+        "cached_count": sum(r.cached for r in results),
+        "write": hosttest_series.summary([r.write_bps for r in results if r.write_bps is not None]),
+        "read": hosttest_series.summary([r.read_bps for r in results if r.read_bps is not None]),
+        "direct_read": hosttest_series.summary([r.direct_read_bps for r in results if r.direct_read_bps is not None]),
+    }
+
+
+def host_test_results(request: HttpRequest, pk: int) -> HttpResponse:
+    """The results block; it polls itself while the series is live."""
+    return render(request, "collectors/partials/hosttest_results.html", _results_context(_series(pk)))
+
+
+def host_test_chart(request: HttpRequest, pk: int) -> JsonResponse:
+    series = _series(pk)
+    return JsonResponse({**hosttest_series.series_chart(series), "live": series.is_live})
+
+
+@require_POST
+@permission_required("collectors.change_hosttestseries", raise_exception=True)
+def host_test_cancel(request: HttpRequest, pk: int) -> HttpResponse:
+    series = _series(pk)
+    if hosttest_series.request_cancel(series):
+        messages.success(request, "Cancel requested: the series stops after its current repeat.")
+    else:
+        messages.info(request, "The series had already ended.")
+    return redirect(series)

@@ -1,9 +1,10 @@
 from __future__ import annotations
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from collectors.choices import EventSource
-from collectors.models import Event, Host, MetricSample
+from collectors.models import Event, Host, HostTestResult, HostTestSeries, MetricSample
 from storageops.api.base import BaseModelSerializer
 
 
@@ -67,3 +68,40 @@ class MetricSampleSerializer(serializers.ModelSerializer):
     class Meta:
         model = MetricSample
         fields = ["host", "metric", "label", "time", "value"]
+
+
+class HostTestResultSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = HostTestResult
+        fields = ["index", "time", "seconds", "write_bps", "read_bps", "direct_read_bps", "iops", "lat_p50_ms",
+                  "lat_p99_ms", "cached", "cached_reason"]  # fmt: skip
+        read_only_fields = fields
+
+
+class HostTestSeriesSerializer(serializers.ModelSerializer):
+    """A series as stored; results in order (a 50,000-repeat series: ask for ?results=0)."""
+
+    host = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    results = serializers.SerializerMethodField()
+
+    @extend_schema_field(HostTestResultSerializer(many=True))
+    def get_results(self, obj) -> list[dict]:
+        request = self.context.get("request")
+        if request is not None and request.query_params.get("results") == "0":
+            return []
+        return HostTestResultSerializer(obj.results.order_by("index"), many=True).data
+
+    class Meta:
+        model = HostTestSeries
+        fields = ["id", "host", "tool", "params", "repeats", "byte_budget", "bytes_written", "state",
+                  "cancel_requested", "error", "created", "started_at", "finished_at", "results"]  # fmt: skip
+        read_only_fields = fields
+
+
+class HostTestRequestSerializer(serializers.Serializer):
+    """What starts a series: the tool's parameters and the series' own (collectors.hosttest_series)."""
+
+    params = serializers.JSONField(
+        help_text='e.g. {"tool": "dd", "name": "rbd", "size": "1G", "block_size": "10M", "repeats": 50000, '
+        '"byte_budget": "50T", "cold": true, "reference": true, "rolling": 50}'
+    )

@@ -383,6 +383,42 @@
     }).catch(function (err) { console.error(err); });
   }
 
+  /* ---- Host-test series: each result as a point, the rolling mean as a line -------------- */
+
+  function hostTestChart(root) {
+    var canvas = root.querySelector('[data-chart="hosttest"]');
+    function draw() {
+      return getJSON(root.getAttribute("data-src")).then(function (data) {
+        var sets = [], i = 0;
+        Object.keys(data.series).forEach(function (name) {
+          var s = data.series[name];
+          var points = [], mean = [];
+          data.index.forEach(function (x, k) {
+            if (s.values[k] !== null) points.push({ x: x, y: s.values[k] });
+            if (s.rolling[k] !== null) mean.push({ x: x, y: s.rolling[k] });
+          });
+          var cached = name === "read" ? data.cached : [];
+          sets.push({ label: name, data: points, showLine: false, borderColor: colour(i), backgroundColor: colour(i), unit: "B/s",
+            pointRadius: 3, pointStyle: points.map(function (p) { return cached[p.x - 1] ? "crossRot" : "circle"; }) });
+          sets.push({ label: name + " rolling mean (" + data.window + ")", data: mean, borderColor: colour(i), backgroundColor: colour(i),
+            pointRadius: 0, borderWidth: 2, unit: "B/s", rolling: true });
+          i++;
+        });
+        if (!sets.length) { noData(canvas, "No result yet."); } else {
+          clearNoData(canvas);
+          makeChart(canvas, "line", sets, { x: { type: "linear", title: { display: true, text: "result" }, ticks: { precision: 0 } },
+            y: valueAxis("throughput (bytes/s)", "B/s") }, []);
+        }
+        return data.live;
+      });
+    }
+    function cycle() {
+      draw().then(function (live) { if (live) setTimeout(cycle, POLL_MS); })
+        .catch(function (err) { console.error(err); setTimeout(cycle, POLL_MS * 2); });
+    }
+    cycle();
+  }
+
   /* The window a link asked for (a verdict's step): shaded, with the margin around it unshaded. */
   function highlight(chart, span) {
     if (!span) return;
@@ -400,5 +436,6 @@
     document.querySelectorAll("[data-run-charts]").forEach(runCharts);
     document.querySelectorAll("[data-compare-charts]").forEach(compareCharts);
     document.querySelectorAll("[data-host-charts]").forEach(hostCharts);
+    document.querySelectorAll("[data-hosttest-chart]").forEach(hostTestChart);
   });
 })();

@@ -20,6 +20,7 @@ router.register("fts-instances", campaigns.FtsInstanceViewSet)
 router.register("runs", campaigns.RunViewSet)
 router.register("transfers", campaigns.TransferViewSet)
 router.register("hosts", collectors.HostViewSet)
+router.register("host-tests", collectors.HostTestSeriesViewSet)
 router.register("events", collectors.EventViewSet)
 router.register("samples", collectors.MetricSampleViewSet)
 
