@@ -230,6 +230,8 @@ STORAGEOPS_PROGRESS_SECONDS = env_int("STORAGEOPS_PROGRESS_SECONDS", 2, minimum=
 STORAGEOPS_MAX_FILE_SIZE = env_int("STORAGEOPS_MAX_FILE_SIZE", 10**12, minimum=1, maximum=2**62)
 # Existing data as sources: at most this many files a listed folder or URL list may give a run.
 STORAGEOPS_MAX_LISTED_SOURCES = env_int("STORAGEOPS_MAX_LISTED_SOURCES", 10_000, minimum=1, maximum=10_000_000)
+# Host-test series: the most one series may write (FZU wrote 50,000 x 1 GB).
+STORAGEOPS_HOST_TEST_MAX_BYTES = env_int("STORAGEOPS_HOST_TEST_MAX_BYTES", 100 * 10**12, minimum=1, maximum=2**62)
 # Copies in flight and none finished for this long: the run is stalled (an event and a banner).
 STORAGEOPS_STALL_SECONDS = env_int("STORAGEOPS_STALL_SECONDS", 60, minimum=5, maximum=86400)
 STORAGEOPS_MAX_CONCURRENCY = env_int("STORAGEOPS_MAX_CONCURRENCY", 2000, minimum=1)
