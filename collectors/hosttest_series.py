@@ -87,12 +87,10 @@ def validate(params: dict) -> SeriesParams:
     return series
 
 
-def start(host: Host, params: dict, user=None) -> HostTestSeries:
-    """Validate, record and send to the host's collector."""
-    from collectors.tasks import host_queue, run_host_test_series
-
+def create(host: Host, params: dict, user=None) -> HostTestSeries:
+    """Validate and record a series (queued); collectors.tasks.start_host_test_series sends it."""
     series = validate(params)
-    row = HostTestSeries.objects.create(
+    return HostTestSeries.objects.create(
         host=host,
         tool=series.test.tool,
         params=params,
@@ -100,8 +98,6 @@ def start(host: Host, params: dict, user=None) -> HostTestSeries:
         byte_budget=series.byte_budget,
         created_by=user if getattr(user, "is_authenticated", False) else None,
     )
-    run_host_test_series.apply_async(args=[row.pk], queue=host_queue(host))
-    return row
 
 
 def request_cancel(series: HostTestSeries) -> bool:

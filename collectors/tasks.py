@@ -42,6 +42,13 @@ def run_host_test_series(series_id: int) -> str:
     return hosttest_series.run(series_id).state
 
 
+def start_host_test_series(host: Host, params: dict, user=None):
+    """Record a series (validated on the control side: fail fast) and send it to the host's collector."""
+    series = hosttest_series.create(host, params, user)
+    run_host_test_series.apply_async(args=[series.pk], queue=host_queue(host))
+    return series
+
+
 def start_host_test(host: Host, params: dict):
     """Validate on the control side (fail fast for the operator) and send to the host's collector."""
     hosttests.validate_params(params)

@@ -20,6 +20,7 @@ from collectors.filters import EventFilter
 from collectors.forms import EventForm, HostTestForm
 from collectors.metric_series import host_series, labelled_series
 from collectors.models import Event, Host, HostTestSeries
+from collectors.tasks import start_host_test_series
 from collectors.windows import RANGES, chosen_window
 from storageops.buckets import bucket_seconds
 
@@ -131,7 +132,7 @@ def host_test_start(request: HttpRequest, pk: int) -> HttpResponse:
         response.context_data["test_form"] = form
         response.status_code = 400
         return response
-    series = hosttest_series.start(host, form.params(), request.user)
+    series = start_host_test_series(host, form.params(), request.user)
     messages.success(request, f"Host test series #{series.pk} queued on {host.name}'s collector.")
     return redirect(series)
 

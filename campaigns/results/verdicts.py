@@ -29,11 +29,13 @@ from django.utils import timezone
 
 from campaigns.choices import CampaignKind
 from campaigns.models import Run, RunStep
+from campaigns.results.evidence import evidence
+from campaigns.results.latency import latency_curve, latency_sentence
 from campaigns.results.scope import door_hosts
 from campaigns.spec import RunSpec
 from collectors.models import Host, MetricSample
-from storageops.units import human_duration, si
 from storageops.units import human_rate as format_rate
+from storageops.units import si
 
 KNEE_FRACTION = 0.95
 # Two runs of the same step on shared storage differ by several per cent (a flat, CPU-bound
@@ -267,73 +269,9 @@ def capacity(knee_point: dict | None, doors: list[str], target_bps: int, still_r
     return result
 
 
-# The metrics a resource's reading is computed from, as the collectors store them.
-EVIDENCE_METRICS = {
-    "cpu": ["cpu.percent"],
-    "daemon_cpu": ["proc.cpu_percent", "proc.cpus_allowed", "proc.cpu_quota_cores"],
-    "cores": ["proc.cores_busy_percent", "proc.cpu_percent"],
-    "network": ["net.rx_bps", "net.tx_bps"],
-    "disk": ["disk.busy_percent"],
-    "memory": ["mem.used", "mem.total"],
-}
-
-
-def _evidence(reading: Reading, step: dict) -> dict:
-    """Where a bottleneck can be seen: which host's samples, of which metrics, over which window
-    (the run page links it to the host's charts over exactly that window)."""
-    return {
-        "door": reading.door,
-        "host_id": step["host_ids"].get(reading.door),
-        "metrics": EVIDENCE_METRICS[reading.resource],
-        "label": reading.label,
-        "from": step["window"][0],
-        "to": step["window"][1],
-        "samples": step["samples"].get(reading.door, 0),
-    }
-
-
 def _door_count(summary: dict) -> list[str]:
     # A door entry is one endpoint's hosts joined by commas (or its URL's host:port).
     return sorted({name for entry in summary.get("doors", {}) for name in entry.split(",") if name})
-
-
-# -- latency, the figure of a checksum load -------------------------------------------------
-def latency_curve(steps: list[dict]) -> list[dict]:
-    """Per step: the latency of every answered request (p50, p95) and the answers a second.
-
-    What a checksum-load sweep is read by: BNL's and Lancaster's doors failed when checksum
-    answers came too late, not when too few bytes were read."""
-    out = []
-    for s in steps:
-        if s.get("latency_p95") is None:
-            continue
-        answered = s.get("files_ok", 0) + s.get("files_failed", 0)
-        window = s.get("window_seconds") or 0
-        out.append(
-            {
-                "step": s["step"],
-                "concurrency": s.get("concurrency"),
-                "p50": s.get("latency_p50"),
-                "p95": s["latency_p95"],
-                "answers_per_s": answered / window if window else None,
-            }
-        )
-    return out
-
-
-def _latency_sentence(curve: list[dict]) -> str:
-    first, last = curve[0], curve[-1]
-    best = max((c["answers_per_s"] or 0 for c in curve), default=0)
-    if first is last:
-        text = f"Checksum latency p95 {human_duration(first['p95'])} (p50 {human_duration(first['p50'])})"
-        text += f" at concurrency {first['concurrency']}"
-    else:
-        text = (
-            f"Checksum latency p95 {human_duration(first['p95'])} at concurrency {first['concurrency']} → "
-            f"{human_duration(last['p95'])} at {last['concurrency']} "
-            f"(p50 {human_duration(first['p50'])} → {human_duration(last['p50'])})"
-        )
-    return text + (f"; at best {best:.1f} answers/s. " if best else ". ")
 
 
 # -- the verdict ----------------------------------------------------------------------------
@@ -351,7 +289,7 @@ def run_verdict(run: Run, summary: dict, end: datetime | None = None) -> dict:
         if knee_point and bottleneck is None and hot and step["step"] <= knee_point["step"]:
             fullest = max(r.value for r in hot)
             top = max((r for r in hot if r.value >= fullest - TIE), key=lambda r: _SPECIFIC.index(r.resource))
-            bottleneck = {**asdict(top), "title": top.title, **where, "evidence": _evidence(top, step)}
+            bottleneck = {**asdict(top), "title": top.title, **where, "evidence": evidence(top, step)}
         # Overload errors are worth saying wherever they start: past the knee they say why
         # more concurrency did not help.
         rate = step["overload_error_rate"]
@@ -441,5 +379,5 @@ def headline(v: dict) -> str:
             + (" (the curve was still rising: a door can do more)." if bound else ".")
         )
     # A checksum load is read by its latency first; the bytes the door read come after.
-    lead = _latency_sentence(v["latency"]) if v.get("latency") else ""
+    lead = latency_sentence(v["latency"]) if v.get("latency") else ""
     return lead + curve + cause

@@ -17,6 +17,7 @@ from collectors.api.serializers import (
 )
 from collectors.filters import EventFilter
 from collectors.models import Event, Host, HostTestSeries, MetricSample
+from collectors.tasks import start_host_test_series
 from storageops.api.auth import RolePermission, has_perm
 from storageops.api.base import BaseViewSet
 
@@ -39,14 +40,15 @@ class HostViewSet(BaseViewSet):
     def tests(self, request, pk=None):
         host = self.get_object()
         if request.method == "GET":
-            page = host.test_series.all()[:100]
-            return Response(HostTestSeriesSerializer(page, many=True, context={"request": None}).data)
+            page = self.paginate_queryset(host.test_series.all())
+            listed = HostTestSeriesSerializer(page, many=True, context={"request": request, "results": False}).data
+            return self.get_paginated_response(listed)
         if not has_perm(request, "collectors.add_hosttestseries"):
             raise PermissionDenied("Starting a host test needs the operator role.")
         body = HostTestRequestSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         try:
-            series = hosttest_series.start(host, body.validated_data["params"], request.user)
+            series = start_host_test_series(host, body.validated_data["params"], request.user)
         except DjangoValidationError as exc:
             raise ValidationError({"params": exc.messages}) from None
         return Response(HostTestSeriesSerializer(series, context={"request": request}).data, status=201)
@@ -58,6 +60,12 @@ class HostTestSeriesViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, vi
     permission_classes = [RolePermission]
     filterset_fields = ["host", "host__name", "state", "tool"]
     action_permissions = {"cancel": ["collectors.change_hosttestseries"]}
+
+    def get_serializer_context(self) -> dict:
+        context = super().get_serializer_context()
+        if self.action == "list":
+            context["results"] = False
+        return context
 
     @extend_schema(request=None, responses={202: HostTestSeriesSerializer})
     @action(detail=True, methods=["post"])

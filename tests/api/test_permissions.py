@@ -14,7 +14,7 @@ from campaigns.models import CampaignSchedule, FtsInstance, Run, Transfer
 from campaigns.runs import scheduling
 from campaigns.runs.planning import campaign_snapshot
 from collectors.events import log_event
-from collectors.models import Host
+from collectors.models import Host, HostTestSeries
 from storageops.api import tokens
 from tests.support.factories import backend, endpoint, mock_campaign
 
@@ -36,7 +36,8 @@ def objects():
         "spare_endpoint": endpoint("matrix-spare", "root://spare:1094//x/", backend_name="matrix-backend"),
         "spare_campaign": mock_campaign("matrix-spare"),
         "spare_backend": backend("matrix-spare-backend"),
-        "host": Host.objects.create(name="matrix-door"),
+        "host": (host := Host.objects.create(name="matrix-door")),
+        "series": HostTestSeries.objects.create(host=host, tool="dd", params={"tool": "dd"}, repeats=1, byte_budget=1),
         "campaign": campaign,
         "run": run,
         "transfer": Transfer.objects.create(
@@ -74,6 +75,7 @@ def _payload(kind: str, objects: dict) -> dict:
         "endpoints": {"name": "new-ep", "backend": backend("matrix-backend").pk, "url_prefix": "root://d:1094//x/"},
         "campaigns": {"name": "new-campaign", "sources": [objects["endpoint"].pk], "concurrency_steps": [1]},
         "events": {"kind": "note", "summary": "API note"},
+        "host_test": {"params": {"tool": "dd", "size": "1M", "repeats": 1}},
         "backend_put": {"name": "matrix-backend", "access_layer": "dcache"},
         "host_put": {"name": "matrix-door-2"},
         "endpoint_put": {
@@ -108,6 +110,11 @@ MATRIX = [
     ("patch", "/api/v1/endpoints/{endpoint}/", {"notes": "x"}, "admin", 200),
     ("delete", "/api/v1/endpoints/{spare_endpoint}/", None, "admin", 204),
     ("get", "/api/v1/hosts/", None, "viewer", 200),
+    ("get", "/api/v1/hosts/{host}/tests/", None, "viewer", 200),
+    ("post", "/api/v1/hosts/{host}/tests/", "host_test", "operator", 201),
+    ("get", "/api/v1/host-tests/", None, "viewer", 200),
+    ("get", "/api/v1/host-tests/{series}/", None, "viewer", 200),
+    ("post", "/api/v1/host-tests/{series}/cancel/", None, "operator", 202),
     ("post", "/api/v1/hosts/", "hosts", "admin", 201),
     ("get", "/api/v1/campaigns/", None, "viewer", 200),
     ("post", "/api/v1/campaigns/", "campaigns", "admin", 201),

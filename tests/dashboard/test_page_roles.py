@@ -13,7 +13,7 @@ from django.urls import URLPattern, URLResolver, get_resolver
 
 from campaigns.models import Run
 from collectors.events import log_event
-from collectors.models import Host
+from collectors.models import Host, HostTestSeries
 from storageops.api import tokens
 from tests.support.factories import mock_campaign
 
@@ -64,6 +64,11 @@ MATRIX: dict[str, tuple[str, str, str, int | tuple[int, ...]]] = {
     "collectors:host_list": ("get", "/hosts/", "viewer", 200),
     "collectors:host_detail": ("get", "/hosts/{host}/", "viewer", 200),
     "collectors:host_metrics": ("get", "/hosts/{host}/metrics.json", "viewer", 200),
+    "collectors:host_test_start": ("post", "/hosts/{host}/tests/", "operator", 400),  # an empty form
+    "collectors:host_test_detail": ("get", "/hosts/tests/{series}/", "viewer", 200),
+    "collectors:host_test_results": ("get", "/hosts/tests/{series}/results/", "viewer", 200),
+    "collectors:host_test_chart": ("get", "/hosts/tests/{series}/chart.json", "viewer", 200),
+    "collectors:host_test_cancel": ("post", "/hosts/tests/{series}/cancel/", "operator", 302),
     "collectors:event_list": ("get", "/hosts/events/", "viewer", 200),
     "collectors:event_create": ("get", "/hosts/events/new/", "operator", 200),
     "collectors:event_create#post": ("post", "/hosts/events/new/", "operator", 200),
@@ -104,7 +109,8 @@ def objects():
         "finished_run": Run.objects.create(campaign=campaign, state="succeeded"),
         "backend": source.backend,
         "endpoint": source,
-        "host": Host.objects.create(name="pages-door"),
+        "host": (host := Host.objects.create(name="pages-door")),
+        "series": HostTestSeries.objects.create(host=host, tool="dd", params={"tool": "dd"}, repeats=1, byte_budget=1),
         "event": log_event("note", "pages note"),
         "foreign_token": tokens.create_token(other, "theirs", "viewer")[0],
     }

@@ -10,6 +10,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from collectors import hosttest_series
 from collectors.models import Host, HostTestSeries
+from collectors.tasks import start_host_test_series
 from storageops.units import human_rate
 
 
@@ -52,7 +53,7 @@ class Command(BaseCommand):
                 )  # fmt: skip
                 series = hosttest_series.run(row.pk)
             else:
-                series = hosttest_series.start(target, params)
+                series = start_host_test_series(target, params)
         except ValidationError as exc:
             raise CommandError(" ".join(exc.messages)) from None
         self.stdout.write(f"host test series #{series.pk} on {target.name}: {series.state}")
