@@ -77,6 +77,9 @@ class FileMixField(forms.CharField):
         return value
 
 
+URL_LIST_UPLOAD_MAX = 2 * 1024 * 1024
+
+
 class CampaignForm(forms.ModelForm):
     sources = forms.ModelMultipleChoiceField(
         Endpoint.objects.select_related("backend"), widget=forms.CheckboxSelectMultiple,
@@ -125,7 +128,7 @@ class CampaignForm(forms.ModelForm):
         ("What", ("name", "description", "kind", "engine")),
         ("Where", ("sources", "destinations", "direction", "source_path", "destination_path")),
         ("Files", ("file_count", "file_size", "file_mix", "create_sources", "source_file_count", "source_listing",
-                   "source_urls")),
+                   "source_urls", "source_urls_file")),
         ("How each copy is made", ("tpc_mode", "checksum_mode", "checksum_algorithm", "streams", "tcp_buffer_size",
                                    "timeout", "retries", "retry_delay", "overwrite", "create_parent")),
         ("Concurrency", ("concurrency_steps", "step_seconds", "step_files", "step_barrier", "start_together")),
@@ -135,12 +138,30 @@ class CampaignForm(forms.ModelForm):
         ("Verdict", ("target_rate_bps",)),
     )  # fmt: skip
 
+    source_urls_file = forms.FileField(
+        label="or upload the URL list", required=False,
+        help_text="A text file, one URL a line (at most 2 MB); it replaces the list above.",
+    )  # fmt: skip
+
+    def clean_source_urls_file(self) -> str | None:
+        upload = self.cleaned_data.get("source_urls_file")
+        if not upload:
+            return None
+        if upload.size > URL_LIST_UPLOAD_MAX:
+            raise forms.ValidationError(f"The file is {upload.size:,} bytes: at most {URL_LIST_UPLOAD_MAX:,}.")
+        try:
+            return upload.read().decode("utf-8")
+        except UnicodeDecodeError:
+            raise forms.ValidationError("The file is not UTF-8 text: one URL a line.") from None
+
     def fieldsets(self) -> list[tuple[str, list]]:
         """The fields in the groups the page shows them in (every field exactly once)."""
         return [(title, [self[name] for name in names]) for title, names in self.SECTIONS]
 
     def clean(self):
         data = super().clean()
+        if data.get("source_urls_file"):
+            data["source_urls"] = data["source_urls_file"]  # the model's validators check it, as if pasted
         if data.get("kind") == "transfer" and "destinations" in data and not data.get("destinations"):
             self.add_error("destinations", "A transfer campaign needs at least one destination.")
         if data.get("source_listing") == "urls" and data.get("sources") and not self.has_error("source_urls"):

@@ -61,7 +61,7 @@ def _form_page(request: HttpRequest, form: CampaignForm, title: str) -> HttpResp
 
 @permission_required("campaigns.add_campaign", raise_exception=True)
 def campaign_create(request: HttpRequest) -> HttpResponse:
-    form = CampaignForm(request.POST or None)
+    form = CampaignForm(request.POST or None, request.FILES or None)
     if request.method == "POST" and form.is_valid():
         campaign = form.save()
         messages.success(request, f"Campaign {campaign.name} created.")
@@ -72,7 +72,7 @@ def campaign_create(request: HttpRequest) -> HttpResponse:
 @permission_required("campaigns.change_campaign", raise_exception=True)
 def campaign_edit(request: HttpRequest, pk: int) -> HttpResponse:
     campaign = get_object_or_404(Campaign, pk=pk)
-    form = CampaignForm(request.POST or None, instance=campaign)
+    form = CampaignForm(request.POST or None, request.FILES or None, instance=campaign)
     if request.method == "POST" and form.is_valid():
         form.save()
         messages.success(request, f"Campaign {campaign.name} saved; runs already made keep the values they froze.")

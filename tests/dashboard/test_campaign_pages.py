@@ -197,3 +197,18 @@ def test_a_url_list_must_lie_below_the_chosen_sources_in_the_form_and_the_api(cl
     assert response.status_code == 400, response.content
     [message] = response.json()["error"]["fields"]["source_urls"]
     assert message == f"{outside} is below none of the chosen source endpoints."
+
+
+def test_a_url_list_may_be_uploaded_as_a_text_file(client, admin_user, endpoints):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    src, dst = endpoints
+    inside = [src.url.rstrip("/") + f"/dataset/file{i}" for i in range(3)]
+    client.force_login(admin_user)
+    data = form_data(src, dst, name="uploaded", source_listing="urls", checksum_mode="both")
+    bad = SimpleUploadedFile("urls.txt", b"\xff\xfe not text")
+    page = client.post("/campaigns/new/", {**data, "source_urls_file": bad})
+    assert page.status_code == 400 and "not UTF-8 text" in page.content.decode()
+    good = SimpleUploadedFile("urls.txt", ("\n".join(inside) + "\n").encode())
+    assert client.post("/campaigns/new/", {**data, "source_urls_file": good}).status_code == 302
+    assert Campaign.objects.get(name="uploaded").source_urls.split() == inside
