@@ -18,8 +18,10 @@ from tests.support.web import gunicorn_server
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
-# Per operation and phase; 10 gave 7,671 generated cases over the ~30 operations.
-EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "10"))
+# Per operation and phase. 10 gave 7,671 generated cases over ~30 operations and took 462 s of
+# CI's 30 minutes once the host-test endpoints came; 5 keeps every operation and phase fuzzed
+# within the budget. FUZZ_EXAMPLES=10 (or more) runs the deeper fuzz on demand.
+EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "5"))
 
 
 def test_api_conforms_to_its_live_schema(admin_user, tmp_path, log_dir):
