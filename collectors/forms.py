@@ -6,6 +6,7 @@ from django import forms
 from django.utils import timezone
 
 from campaigns.models import Backend, Endpoint
+from collectors import hosttest_series
 from collectors.choices import EventKind
 from collectors.models import Host
 
@@ -72,10 +73,8 @@ class HostTestForm(forms.Form):
     def clean(self):
         data = super().clean()
         if not self.errors:
-            from collectors.hosttest_series import validate
-
             try:
-                validate(self.params())
+                hosttest_series.validate(self.params())
             except forms.ValidationError as exc:
                 raise forms.ValidationError(exc.messages) from None
         return data

@@ -20,7 +20,7 @@ import shutil
 import statistics
 import subprocess
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 from django.conf import settings
@@ -46,11 +46,12 @@ class SeriesParams:
     rolling: int
 
     @property
-    def bytes_needed(self) -> int:
-        return self.repeats * self.test.size * (self.test.numjobs if self.test.tool == "fio" else 1)
+    def bytes_per_repeat(self) -> int:
+        return self.test.size * (self.test.numjobs if self.test.tool == "fio" else 1)
 
-    def as_dict(self) -> dict:
-        return {**{k: v for k, v in asdict(self).items() if k != "test"}, "test": self.test.as_dict()}
+    @property
+    def bytes_needed(self) -> int:
+        return self.repeats * self.bytes_per_repeat
 
 
 def max_budget() -> int:
@@ -103,7 +104,7 @@ def create(host: Host, params: dict, user=None) -> HostTestSeries:
 def request_cancel(series: HostTestSeries) -> bool:
     """Ask a live series to stop after its current repeat; False if it had already ended."""
     return bool(
-        HostTestSeries.objects.filter(pk=series.pk, state__in=["queued", "running"]).update(cancel_requested=True)
+        HostTestSeries.objects.filter(pk=series.pk, state__in=HostTestSeries.LIVE_STATES).update(cancel_requested=True)
     )
 
 
@@ -124,7 +125,7 @@ def run(series_id: int) -> HostTestSeries:
     for index in range(series.results.count(), params.repeats):
         if HostTestSeries.objects.filter(pk=series.pk, cancel_requested=True).exists():
             return _finish(series, "cancelled", f"cancelled after {index} of {params.repeats} repeats")
-        if written + params.bytes_needed // params.repeats > params.byte_budget:
+        if written + params.bytes_per_repeat > params.byte_budget:
             return _finish(series, "failed", f"stopped at its byte budget ({params.byte_budget:,} bytes)")
         try:
             result = run_repeat(params, index, direct_reads)
@@ -132,7 +133,7 @@ def run(series_id: int) -> HostTestSeries:
             return _finish(series, "failed", f"repeat {index + 1}: {exc}"[:2000])
         result.series = series
         result.save()
-        written += params.bytes_needed // params.repeats
+        written += params.bytes_per_repeat
         HostTestSeries.objects.filter(pk=series.pk).update(bytes_written=written)
     return _finish(series, "succeeded", "")
 

@@ -199,9 +199,11 @@ class HostTestSeries(models.Model):
     def get_absolute_url(self) -> str:
         return reverse("collectors:host_test_detail", args=[self.pk])
 
+    LIVE_STATES = (State.QUEUED, State.RUNNING)
+
     @property
     def is_live(self) -> bool:
-        return self.state in (self.State.QUEUED, self.State.RUNNING)
+        return self.state in self.LIVE_STATES
 
 
 class HostTestResult(models.Model):

@@ -25,16 +25,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from devsite.browser import CHROMIUM, CHROMIUM_ARGS  # noqa: E402
 from devsite.processes import ManagedProcess  # noqa: E402
 
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 PASSWORD = secrets.token_urlsafe(12)  # this throw-away site only
 
 
@@ -84,7 +77,7 @@ def main() -> int:
                 raise SystemExit(site.log_text()[-3000:])
             args.out.mkdir(parents=True, exist_ok=True)
             with sync_playwright() as p:
-                browser = p.chromium.launch(executable_path="/usr/bin/chromium", headless=True, args=CHROMIUM_ARGS)
+                browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
                 page = browser.new_page(viewport={"width": 1280, "height": 900})
                 page.goto(f"{base}/login/")
                 page.fill("input[name=username]", "admin")

@@ -95,10 +95,14 @@ def validate_relative_path(value: str) -> None:
         raise ValidationError("A path may not contain spaces, '?' or '#'.")
 
 
+def is_below(url: str, prefix: str) -> bool:
+    """The URL lies below an endpoint's URL prefix (root://d:1094//data covers //data/x, not //database)."""
+    return url.startswith(prefix if prefix.endswith("/") else prefix + "/")
+
+
 def urls_outside(urls: list[str], prefixes: list[str]) -> list[str]:
-    """The URLs that are below none of the prefixes (an endpoint's URL prefix)."""
-    heads = [p if p.endswith("/") else p + "/" for p in prefixes]
-    return [url for url in urls if not any(url.startswith(head) for head in heads)]
+    """The URLs that are below none of the prefixes."""
+    return [url for url in urls if not any(is_below(url, prefix) for prefix in prefixes)]
 
 
 def check_source_urls(text: str, source_urls: list[str], limit: int) -> str | None:

@@ -126,8 +126,10 @@ class CampaignSerializer(BaseModelSerializer):
         attrs = super().validate(attrs)
         instance = self.instance
         listing = attrs.get("source_listing", instance.source_listing if instance else "")
-        sources = attrs.get("sources", list(instance.sources.all()) if instance else [])
-        if listing == "urls" and sources:
+        if listing != "urls":
+            return attrs
+        sources = attrs["sources"] if "sources" in attrs else list(instance.sources.all()) if instance else []
+        if sources:
             text = attrs.get("source_urls", instance.source_urls if instance else "")
             problem = check_source_urls(text, [ep.url for ep in sources], settings.STORAGEOPS_MAX_LISTED_SOURCES)
             if problem:

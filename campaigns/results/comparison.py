@@ -212,16 +212,15 @@ def _cuts(run: Run, trim: Trim) -> list[tuple[float, float]]:
         return []
     # A chart's bucket may begin before the run and end after it: the warm-up and tail cuts run
     # to either end of the chart, not to the run's first and last instant.
-    ms = [(-math.inf, (window[0].timestamp() + trim.warmup_seconds) * 1000)]
-    ms.append(((window[1].timestamp() - trim.tail_seconds) * 1000, math.inf))
+    ms: list[tuple[float, float]] = []
+    if trim.warmup_seconds:
+        ms.append((-math.inf, (window[0].timestamp() + trim.warmup_seconds) * 1000))
+    if trim.tail_seconds:
+        ms.append(((window[1].timestamp() - trim.tail_seconds) * 1000, math.inf))
     if trim.event_margin_seconds is not None:
         margin = timedelta(seconds=trim.event_margin_seconds)
         ms += [(lo.timestamp() * 1000, hi.timestamp() * 1000) for lo, hi in disturbance.excluded_windows(run, margin)]
-    if not trim.warmup_seconds:
-        ms[0] = (0, 0)
-    if not trim.tail_seconds:
-        ms[1] = (0, 0)
-    return [(lo, hi) for lo, hi in ms if hi > lo]
+    return ms
 
 
 def _since(ms: float, origin: float) -> float | None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from collectors.models import Host
+
 
 class Reading(Protocol):
     """What of verdicts.Reading the evidence needs."""
@@ -29,7 +31,7 @@ def evidence(reading: Reading, step: dict) -> dict:
     (the run page links it to the host's charts over exactly that window)."""
     return {
         "door": reading.door,
-        "host_id": step["host_ids"].get(reading.door),
+        "host_id": Host.objects.filter(name=reading.door).values_list("pk", flat=True).first(),
         "metrics": EVIDENCE_METRICS[reading.resource],
         "label": reading.label,
         "from": step["window"][0],

@@ -226,7 +226,6 @@ def saturation(run: Run, summary: dict, end: datetime) -> tuple[list[dict], dict
                 # What each reading rests on: the step's window and each door's samples in it.
                 "window": [step.started_at.isoformat(), stop.isoformat()],
                 "samples": {host.name: counts[host.pk] for host in hosts if counts[host.pk]},
-                "host_ids": {host.name: host.pk for host in hosts},
                 "readings": [{**asdict(r), "title": r.title} for r in sorted(found, key=lambda r: -r.value)],
                 "overload_error_rate": overload / attempted if attempted else None,
                 "not_enough_samples": thin,  # door -> the samples it had: not judged in this step

@@ -80,8 +80,9 @@ def remove_sources(run: Run, engine, tick: Callable[[], object] = lambda: None) 
     renewing its driver's lease: it is called from this thread between deletes."""
     spec = RunSpec.of(run)
     report = _new_report()
-    if spec.source_listing or not spec.create_sources:
-        # Existing data, or files that were there before the run: the site's, never ours to delete.
+    if not spec.create_sources:
+        # Files that were there before the run (existing data included, which can never be
+        # generated: Campaign.clean): the site's, never ours to delete.
         return report
     seed = spec.retry.seed if spec.retry is not None else run.pk
     endpoints = {ep["id"]: ep for ep in [*run.snapshot["sources"], *run.snapshot["destinations"]]}

@@ -18,7 +18,7 @@ from campaigns.choices import ChecksumMode, SourceListing
 from campaigns.runs.planning import endpoint_folder_url
 from campaigns.runs.sources import PreparationFailed
 from campaigns.spec import RunSpec
-from storageops.validators import parse_url_list
+from storageops.validators import is_below, parse_url_list
 
 
 def needs_listing(snapshot: dict) -> bool:
@@ -95,7 +95,7 @@ def _listed_urls(sources: list[dict], text: str, storage, control, limit: int) -
 
 def owner(url: str, endpoints: list[dict]) -> dict | None:
     """The endpoint whose URL prefix the URL is below (the longest, if several are)."""
-    below = [ep for ep in endpoints if url.startswith(ep["url"] if ep["url"].endswith("/") else ep["url"] + "/")]
+    below = [ep for ep in endpoints if is_below(url, ep["url"])]
     return max(below, key=lambda ep: len(ep["url"]), default=None)
 
 

@@ -9,7 +9,7 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
 from collectors import hosttest_series
-from collectors.models import Host, HostTestSeries
+from collectors.models import Host
 from collectors.tasks import start_host_test_series
 from storageops.units import human_rate
 
@@ -46,12 +46,7 @@ class Command(BaseCommand):
             params["byte_budget"] = o["byte_budget"]
         try:
             if o["here"]:
-                checked = hosttest_series.validate(params)
-                row = HostTestSeries.objects.create(
-                    host=target, tool=checked.test.tool, params=params, repeats=checked.repeats,
-                    byte_budget=checked.byte_budget,
-                )  # fmt: skip
-                series = hosttest_series.run(row.pk)
+                series = hosttest_series.run(hosttest_series.create(target, params).pk)
             else:
                 series = start_host_test_series(target, params)
         except ValidationError as exc:
