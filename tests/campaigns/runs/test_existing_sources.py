@@ -5,8 +5,8 @@ same before and after, clean-up included."""
 
 from __future__ import annotations
 
-import os
 import random
+import subprocess
 import zlib
 from pathlib import Path
 
@@ -43,7 +43,7 @@ def put_dataset(door, folder: str) -> Path:
     for i, size in enumerate(SIZES):
         (root / f"file-{i:02d}.dat").write_bytes(rng.randbytes(size))
     (root / "nested" / "not-listed.dat").write_bytes(b"a sub-folder is not part of the listing")
-    os.system(f"chown -R nobody:nogroup {root.parent}")  # noqa: S605 -- a fixed command on our tmp path
+    subprocess.run(["chown", "-R", "nobody:nogroup", str(root.parent)], check=True)  # the door runs as nobody
     return root
 
 
@@ -126,7 +126,7 @@ def test_existing_data_that_cannot_be_read_fails_the_run_at_preparation_with_the
     assert missing.state == RunState.FAILED and "could not be listed" in missing.stop_reason, missing.stop_reason
     empty_root = door1.data_dir / "data" / "empty-folder"
     empty_root.mkdir(parents=True)
-    os.system(f"chown nobody:nogroup {empty_root}")  # noqa: S605
+    subprocess.run(["chown", "nobody:nogroup", str(empty_root)], check=True)
     empty = create_run(existing(door1, door2, "empty-folder"), trigger="command")
     RunDriver(empty.pk).drive()
     empty.refresh_from_db()
