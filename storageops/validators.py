@@ -6,6 +6,12 @@ from urllib.parse import unquote, urlsplit
 
 from django.core.exceptions import ValidationError
 
+# The widest values the columns hold on every database the product runs on. Django bounds an
+# integer field by the backend's range: PostgreSQL's int4 gives 2^31 - 1, SQLite's nothing short
+# of 2^63, so without these the embedded (SQLite) site would accept what PostgreSQL refuses.
+MAX_INT32 = 2**31 - 1
+MAX_ROW_ID = 2**63 - 1
+
 # Schemes gfal2 can drive (with Debian's file, http, xrootd and mock plugins) plus FTS' own.
 TRANSFER_SCHEMES = ("root", "roots", "xroot", "davs", "https", "http", "dav", "file", "mock")
 

@@ -12,7 +12,10 @@ from django.urls import reverse
 
 from campaigns import choices
 from storageops.models import BaseModel
-from storageops.validators import validate_relative_path, validate_source_url_list, validate_transfer_url
+from storageops.validators import MAX_INT32, validate_relative_path, validate_source_url_list, validate_transfer_url
+
+# On every database, not only where the backend's column range adds the bound (see MAX_INT32).
+INT32 = MaxValueValidator(MAX_INT32)
 
 name_validator = RegexValidator(
     r"^[A-Za-z0-9][A-Za-z0-9 ._\-]*$",
@@ -166,7 +169,7 @@ class Campaign(BaseModel):
         validators=[validate_source_url_list],
         help_text="With 'a list of URLs': one URL a line, each below one of the source endpoints.",
     )
-    file_count = models.PositiveIntegerField(default=100, validators=[MinValueValidator(1)])
+    file_count = models.PositiveIntegerField(default=100, validators=[MinValueValidator(1), INT32])
     file_size = models.PositiveBigIntegerField(
         "file size (bytes)", default=100 * 1000**2, validators=[MinValueValidator(1)]
     )
@@ -179,7 +182,7 @@ class Campaign(BaseModel):
     source_file_count = models.PositiveIntegerField(
         null=True,
         blank=True,
-        validators=[MinValueValidator(1)],
+        validators=[MinValueValidator(1), INT32],
         help_text="Distinct source files reused in turn; empty means one source file per transfer.",
     )
     direction = models.CharField(max_length=10, choices=choices.Direction.choices, default="forward")
@@ -190,7 +193,7 @@ class Campaign(BaseModel):
         default=1, validators=[MinValueValidator(1), MaxValueValidator(64)], help_text="Parallel streams per copy."
     )
     tcp_buffer_size = models.PositiveIntegerField(
-        "TCP buffer size (bytes)", default=0, help_text="0 leaves the plugin's default."
+        "TCP buffer size (bytes)", default=0, validators=[INT32], help_text="0 leaves the plugin's default."
     )
     timeout = models.PositiveIntegerField(
         "timeout (s)", default=3600, validators=[MinValueValidator(1), MaxValueValidator(7 * 86400)]
@@ -211,10 +214,10 @@ class Campaign(BaseModel):
         help_text="One value for a fixed concurrency, several for a sweep, e.g. [1, 2, 4, 8].",
     )
     step_seconds = models.PositiveIntegerField(
-        null=True, blank=True, validators=[MinValueValidator(1)], help_text="Each step lasts this long…"
+        null=True, blank=True, validators=[MinValueValidator(1), INT32], help_text="Each step lasts this long…"
     )
     step_files = models.PositiveIntegerField(
-        null=True, blank=True, validators=[MinValueValidator(1)], help_text="…or until this many files finished."
+        null=True, blank=True, validators=[MinValueValidator(1), INT32], help_text="…or until this many files finished."
     )
     step_barrier = models.CharField(
         max_length=10,
@@ -235,7 +238,7 @@ class Campaign(BaseModel):
         help_text="Stop cleanly once this many bytes were moved.",
     )
     max_duration = models.PositiveIntegerField(
-        "duration budget (s)", null=True, blank=True, validators=[MinValueValidator(1)]
+        "duration budget (s)", null=True, blank=True, validators=[MinValueValidator(1), INT32]
     )
     target_rate_bps = models.PositiveBigIntegerField(
         "target rate (bit/s)",

@@ -7,7 +7,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
 from campaigns import choices
-from campaigns.models.definitions import Campaign
+from campaigns.models.definitions import INT32, Campaign
 from storageops.models import BaseModel
 
 WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
@@ -101,7 +101,10 @@ class CampaignSchedule(BaseModel):
         help_text="Start at most this late after the due time, else skip (and say why).",
     )
     max_runs = models.PositiveIntegerField(
-        null=True, blank=True, validators=[MinValueValidator(1)], help_text="Stop after this many scheduled runs."
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1), INT32],
+        help_text="Stop after this many scheduled runs.",
     )
     runs_started = models.PositiveIntegerField(default=0, editable=False)
     last_due_at = models.DateTimeField(null=True, blank=True, editable=False)

@@ -18,6 +18,7 @@ from campaigns.results.analysis import door_names
 from campaigns.results.parameters import parameters
 from campaigns.results.scope import run_window
 from campaigns.spec import RunSpec
+from storageops.validators import MAX_ROW_ID
 
 MAX_RUNS = 8
 
@@ -39,7 +40,9 @@ class Trim:
 def select_runs(run_ids: Sequence[int] = (), campaign_id: int | None = None) -> list[Run]:
     """The runs to compare, in the order asked, or the latest of each backend of a campaign."""
     if run_ids:
-        found = {r.pk: r for r in Run.objects.select_related("campaign").filter(pk__in=run_ids)}
+        # An id no database column can hold is simply no run (SQLite raises on it, PostgreSQL not).
+        storable = [i for i in run_ids if 0 < i <= MAX_ROW_ID]
+        found = {r.pk: r for r in Run.objects.select_related("campaign").filter(pk__in=storable)}
         missing = [i for i in run_ids if i not in found]
         if missing:
             raise ValidationError({"runs": f"No run with id {', '.join(map(str, missing))}."})
@@ -56,6 +59,8 @@ def select_runs(run_ids: Sequence[int] = (), campaign_id: int | None = None) -> 
 def latest_per_backend(campaign_id: int) -> list[Run]:
     """The latest finished run of each destination backend among a campaign's runs."""
     chosen: dict[tuple, Run] = {}
+    if not 0 < campaign_id <= MAX_ROW_ID:
+        return []
     for run in Run.objects.select_related("campaign").filter(campaign_id=campaign_id, finished_at__isnull=False):
         key = tuple(sorted(ep.get("backend_name", "") for ep in run.snapshot.get("destinations", [])))
         if key not in chosen or run.finished_at > chosen[key].finished_at:

@@ -68,7 +68,9 @@ def merged(rows: Iterable[dict], excluded: Iterable[tuple[datetime, datetime]] =
 def step_table(run: Run, rows: list[dict], excluded: Iterable[tuple[datetime, datetime]] = ()) -> list[dict]:
     """The step rows of a run from groups that include "step", each with its concurrency."""
     spec, excluded = RunSpec.of(run), list(excluded)
-    indexes = sorted({r["step"] for r in rows if r["step"] is not None})
+    # A step whose every copy a trim left out has no figure to show (as in analysis.run_summary):
+    # a throughput of 0 there would draw a collapse that never happened.
+    indexes = sorted({r["step"] for r in rows if r["step"] is not None and r["n"]})
     return concurrency.with_achieved(
         run,
         [

@@ -300,9 +300,13 @@ def requeue_orphans(run_id: int) -> int:
         with connection.cursor() as cursor:
             cursor.execute(_ORPHANS_SQL_PG, [_ORPHAN_MESSAGE, run_id])
             return cursor.rowcount
-    return Transfer.objects.filter(run_id=run_id, state=TransferState.ACTIVE).update(
-        state=TransferState.QUEUED, started_at=None
-    )
+    # The embedded (SQLite) site: the same rule row by row, in one transaction.
+    with transaction.atomic():
+        orphans = Transfer.objects.filter(run_id=run_id, state=TransferState.ACTIVE)
+        for row in orphans.exclude(started_at=None).only("attempt", "started_at", "history"):
+            lost = {"attempt": row.attempt, "started_at": row.started_at.isoformat(), "category": "driver_lost"}
+            Transfer.objects.filter(pk=row.pk).update(history=[*row.history, {**lost, "message": _ORPHAN_MESSAGE}])
+        return orphans.update(state=TransferState.QUEUED, started_at=None)
 
 
 def close_remaining(run_id: int, state: str, reason: str) -> int:
