@@ -7,8 +7,8 @@ from celery.signals import worker_ready
 from django.conf import settings
 from django.utils.dateparse import parse_datetime
 
-from campaigns import runs
-from campaigns.models import Run
+from campaigns import readiness, runs
+from campaigns.models import ReadinessCheck, Run
 from campaigns.runs import cleanup, scheduling
 from campaigns.runs.executors import build_copier
 from campaigns.runs.lifecycle import RunDriver
@@ -49,3 +49,9 @@ def cleanup_run(run_id: int) -> dict:
     # A clean-up asked for by hand (a run that kept its files, or one whose clean-up failed).
     run = Run.objects.get(pk=run_id)
     return cleanup.cleanup_run(run, build_copier(run.snapshot))
+
+
+@shared_task(name="campaigns.readiness_check", ignore_result=True, soft_time_limit=3600, time_limit=3660)
+def readiness_check(check_id: int) -> str:
+    # On the transfers queue: its steps are gfal2 operations against the storage, as copies are.
+    return readiness.run_check(ReadinessCheck.objects.select_related("endpoint", "peer").get(pk=check_id)).state

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from campaigns.web import compare_views, run_views, views
+from campaigns.web import compare_views, readiness_views, run_views, views
 
 app_name = "campaigns"
 urlpatterns = [
@@ -24,4 +24,6 @@ urlpatterns = [
     path("backends/", views.BackendListView.as_view(), name="backend_list"),
     path("backends/<int:pk>/", views.BackendDetailView.as_view(), name="backend_detail"),
     path("endpoints/<int:pk>/", views.EndpointDetailView.as_view(), name="endpoint_detail"),
+    path("endpoints/<int:pk>/readiness/", readiness_views.readiness_start, name="readiness_start"),
+    path("readiness/<int:pk>/", readiness_views.readiness_detail, name="readiness_detail"),
 ]

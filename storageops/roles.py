@@ -16,6 +16,7 @@ APPS = ("campaigns", "collectors", "storageops", "django_celery_beat")
 OPERATOR_EXTRA = (
     "campaigns.start_run",
     "campaigns.cancel_run",
+    "campaigns.add_readinesscheck",
     "collectors.add_event",
     "collectors.add_hosttestseries",
     "collectors.change_hosttestseries",

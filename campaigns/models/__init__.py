@@ -11,6 +11,7 @@ from campaigns.models.definitions import (
     validate_file_mix,
 )
 from campaigns.models.fts import FtsInstance, FtsLinkLimit
+from campaigns.models.readiness import ReadinessCheck
 from campaigns.models.records import Run, RunChart, RunStep, Transfer
 from campaigns.models.schedules import (
     SCHEDULE_SETTINGS,
@@ -31,6 +32,7 @@ __all__ = [
     "Endpoint",
     "FtsInstance",
     "FtsLinkLimit",
+    "ReadinessCheck",
     "Run",
     "RunChart",
     "RunStep",

@@ -230,3 +230,19 @@ class CampaignScheduleForm(forms.ModelForm):
             "window_start": forms.TimeInput(attrs={"type": "time"}, format="%H:%M"),
             "window_end": forms.TimeInput(attrs={"type": "time"}, format="%H:%M"),
         }
+
+
+class ReadinessForm(forms.Form):
+    """A readiness check of one endpoint, or of a pair (then third-party copies both ways)."""
+
+    peer = forms.ModelChoiceField(
+        queryset=Endpoint.objects.exclude(url__startswith="mock:").order_by("name"),
+        required=False,
+        empty_label="none: this endpoint alone",
+        help_text="With a peer, third-party copies in both directions in every mode the two share.",
+    )
+
+    def __init__(self, *args, endpoint: Endpoint, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.endpoint = endpoint
+        self.fields["peer"].queryset = self.fields["peer"].queryset.exclude(pk=endpoint.pk)

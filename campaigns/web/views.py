@@ -7,16 +7,16 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import permission_required
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.db.models import OuterRef, Prefetch, Subquery
+from django.db.models import OuterRef, Prefetch, Q, Subquery
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 from django.views.generic import DetailView, ListView
 
-from campaigns import editing, runs
-from campaigns.models import Backend, Campaign, CampaignSchedule, Endpoint, Run
+from campaigns import editing, readiness, runs
+from campaigns.models import Backend, Campaign, CampaignSchedule, Endpoint, ReadinessCheck, Run
 from campaigns.runs import scheduling
-from campaigns.web.forms import CampaignForm, CampaignScheduleForm, CloneForm
+from campaigns.web.forms import CampaignForm, CampaignScheduleForm, CloneForm, ReadinessForm
 from collectors.models import Event
 
 
@@ -50,6 +50,9 @@ class CampaignDetailView(DetailView):
     def get_context_data(self, **kwargs):
         context = super().get_context_data(**kwargs)
         context["site_target_rate_bps"] = settings.STORAGEOPS_TARGET_RATE_BPS
+        # Sites run a functional check before any stress test: offered for the endpoints without one.
+        endpoints = [*self.object.sources.all(), *self.object.destinations.all()]
+        context["unchecked_endpoints"] = readiness.unchecked(list(dict.fromkeys(endpoints)))
         return context
 
 
@@ -130,6 +133,13 @@ class EndpointDetailView(DetailView):
 
     def get_queryset(self):
         return Endpoint.objects.select_related("backend").prefetch_related("hosts")
+
+    def get_context_data(self, **kwargs):
+        context = super().get_context_data(**kwargs)
+        checks = ReadinessCheck.objects.filter(Q(endpoint=self.object) | Q(peer=self.object))
+        context["readiness_checks"] = checks.select_related("endpoint", "peer")[:10]
+        context["readiness_form"] = ReadinessForm(endpoint=self.object)
+        return context
 
 
 def campaign_schedule(request: HttpRequest, pk: int) -> HttpResponse:

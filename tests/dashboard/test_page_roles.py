@@ -11,11 +11,11 @@ import pytest
 from django.contrib.auth.models import Group, User
 from django.urls import URLPattern, URLResolver, get_resolver
 
-from campaigns.models import Run
+from campaigns.models import ReadinessCheck, Run
 from collectors.events import log_event
 from collectors.models import Host, HostTestSeries
 from storageops.api import tokens
-from tests.support.factories import mock_campaign
+from tests.support.factories import endpoint, mock_campaign
 
 pytestmark = pytest.mark.django_db
 
@@ -61,6 +61,9 @@ MATRIX: dict[str, tuple[str, str, str, int | tuple[int, ...]]] = {
     "campaigns:backend_list": ("get", "/campaigns/backends/", "viewer", 200),
     "campaigns:backend_detail": ("get", "/campaigns/backends/{backend}/", "viewer", 200),
     "campaigns:endpoint_detail": ("get", "/campaigns/endpoints/{endpoint}/", "viewer", 200),
+    # A mock endpoint is refused with a message on the endpoint's page: no check is queued.
+    "campaigns:readiness_start": ("post", "/campaigns/endpoints/{endpoint}/readiness/", "operator", 302),
+    "campaigns:readiness_detail": ("get", "/campaigns/readiness/{check}/", "viewer", 200),
     "collectors:host_list": ("get", "/hosts/", "viewer", 200),
     "collectors:host_detail": ("get", "/hosts/{host}/", "viewer", 200),
     "collectors:host_metrics": ("get", "/hosts/{host}/metrics.json", "viewer", 200),
@@ -113,6 +116,7 @@ def objects():
         "series": HostTestSeries.objects.create(host=host, tool="dd", params={"tool": "dd"}, repeats=1, byte_budget=1),
         "event": log_event("note", "pages note"),
         "foreign_token": tokens.create_token(other, "theirs", "viewer")[0],
+        "check": ReadinessCheck.objects.create(endpoint=endpoint("pages-root", "root://127.0.0.1:1//data/")),
     }
 
 

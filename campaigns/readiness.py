@@ -1,0 +1,268 @@
+"""The functional readiness check sites run before any stress test (the WLCG DOMA TPC smoke test,
+inside the product): upload, stat, checksum, download on each endpoint; with a peer, third-party
+copies in both directions in every mode the two schemes share; then every file it wrote deleted
+and proved gone. Each step passes or fails with the storage's own message. A step that needs a
+file an earlier step failed to write is not run, and says which step it waited for: with a
+read-only destination exactly the steps that write there fail.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import tempfile
+import time
+import zlib
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from celery import current_app
+from django.db import transaction
+from django.utils import timezone
+
+from campaigns.models import Endpoint, ReadinessCheck
+from campaigns.runs.engines.base import CopyJob, CopyOptions, EndpointCredentials
+from campaigns.runs.engines.gfal2_engine import Gfal2Copier
+from campaigns.runs.planning import endpoint_folder_url
+
+PROBE_BYTES = 1024 * 1024
+STEP_TIMEOUT = 120  # seconds gfal2 may take for one step
+FOLDER = "storageops-readiness"
+_HTTP = frozenset({"davs", "https", "http", "dav"})
+_ROOT = frozenset({"root", "roots", "xroot", "xroots"})
+
+
+@dataclass
+class Step:
+    key: str
+    title: str
+    operation: str  # upload, stat, checksum, download, tpc, delete
+    endpoint: str  # the endpoint the step writes to, or reads from
+    writes: bool
+    source: str = ""
+    destination: str = ""
+    mode: str = ""  # tpc: pull, push or tpc (XRootD's: the destination always pulls)
+    needs: tuple[str, ...] = ()
+    state: str = "pending"  # passed, failed, skipped
+    message: str = ""
+    seconds: float | None = None
+    credentials: str = ""
+    extra: dict = field(default_factory=dict)
+
+
+def tpc_modes(source_scheme: str, destination_scheme: str) -> list[str]:
+    """The third-party copy modes two endpoints' schemes share: HTTP has pull and push; XRootD
+    one mode, the destination pulling; between an HTTP and an XRootD endpoint there is none."""
+    if source_scheme in _HTTP and destination_scheme in _HTTP:
+        return ["pull", "push"]
+    if source_scheme in _ROOT and destination_scheme in _ROOT:
+        return ["tpc"]
+    return []
+
+
+def _credentials(endpoint: Endpoint) -> str:
+    kinds = [
+        name for name, present in (("bearer token", endpoint.bearer_token), ("X.509", endpoint.x509_proxy)) if present
+    ]
+    return " and ".join(kinds) or "anonymous"
+
+
+def plan(check: ReadinessCheck) -> list[Step]:
+    """Every step of a check, in the order it runs."""
+    endpoints = [check.endpoint, *([check.peer] if check.peer_id else [])]
+    folder = f"{FOLDER}/check-{check.pk}"
+
+    def url(endpoint: Endpoint, name: str) -> str:
+        return endpoint_folder_url({"url": endpoint.url, "protocol": endpoint.protocol}, folder) + name
+
+    steps: list[Step] = []
+    for ep in endpoints:
+        probe, auth = url(ep, "probe"), _credentials(ep)
+        upload = f"upload:{ep.name}"
+        steps += [
+            Step(upload, f"Upload to {ep.name}", "upload", ep.name, True, destination=probe, credentials=auth),
+            Step(f"stat:{ep.name}", f"Stat on {ep.name}", "stat", ep.name, False, source=probe, needs=(upload,),
+                 credentials=auth),
+            Step(f"checksum:{ep.name}", f"Adler32 of {ep.name}", "checksum", ep.name, False, source=probe,
+                 needs=(upload,), credentials=auth),
+            Step(f"download:{ep.name}", f"Download from {ep.name}", "download", ep.name, False, source=probe,
+                 needs=(upload,), credentials=auth),
+        ]  # fmt: skip
+    written = [(s.key, s.endpoint, s.destination) for s in steps if s.operation == "upload"]
+    if check.peer_id:
+        for src, dst in ((check.endpoint, check.peer), (check.peer, check.endpoint)):
+            for mode in tpc_modes(src.protocol, dst.protocol):
+                key = f"tpc-{mode}:{src.name}>{dst.name}"
+                target = url(dst, f"from-{src.name}-{mode}")
+                title = f"TPC {mode} {src.name} → {dst.name}" if mode != "tpc" else f"TPC {src.name} → {dst.name}"
+                steps.append(
+                    Step(key, title, "tpc", dst.name, True, source=url(src, "probe"), destination=target, mode=mode,
+                         needs=(f"upload:{src.name}",), credentials=f"{_credentials(src)} → {_credentials(dst)}")
+                )  # fmt: skip
+                written.append((key, dst.name, target))
+    by_name = {ep.name: ep for ep in endpoints}
+    for key, name, target in written:
+        steps.append(
+            Step(f"delete:{target}", f"Delete {target.rsplit('/', 1)[1]} on {name}", "delete", name, True,
+                 destination=target, needs=(key,), credentials=_credentials(by_name[name]))
+        )  # fmt: skip
+    return steps
+
+
+def start(endpoint: Endpoint, peer: Endpoint | None = None, *, user=None) -> ReadinessCheck:
+    """Record a check and hand it to a transfers worker once the transaction commits."""
+    with transaction.atomic():
+        check = ReadinessCheck(
+            endpoint=endpoint, peer=peer, requested_by=user if user and user.is_authenticated else None
+        )
+        check.save()
+        transaction.on_commit(lambda: current_app.send_task("campaigns.readiness_check", (check.pk,)))
+    return check
+
+
+def unchecked(endpoints: list[Endpoint]) -> list[Endpoint]:
+    """The endpoints among these that never passed a readiness check (on their own or in a pair)."""
+    passed = set(
+        ReadinessCheck.objects.filter(state=ReadinessCheck.State.PASSED).values_list("endpoint_id", flat=True)
+    ) | set(ReadinessCheck.objects.filter(state=ReadinessCheck.State.PASSED).values_list("peer_id", flat=True))
+    return [ep for ep in endpoints if ep.pk not in passed and ep.protocol != "mock"]
+
+
+CopierFactory = Callable[[CopyOptions, list[EndpointCredentials]], Gfal2Copier]
+
+
+def run_check(check: ReadinessCheck, copier_factory: CopierFactory = Gfal2Copier) -> ReadinessCheck:
+    """Run every step of `check` now, saving its record after each step (the page follows it)."""
+    endpoints = [check.endpoint, *([check.peer] if check.peer_id else [])]
+    credentials = [
+        EndpointCredentials(url=ep.url, bearer_token=ep.bearer_token, x509_proxy=ep.x509_proxy, ca_dir=ep.ca_dir)
+        for ep in endpoints
+    ]
+    steps = plan(check)
+    check.state, check.started_at, check.steps = (
+        ReadinessCheck.State.RUNNING,
+        timezone.now(),
+        [asdict(s) for s in steps],
+    )
+    check.save(update_fields=["state", "started_at", "steps", "last_updated"])
+    data = os.urandom(PROBE_BYTES)
+    with tempfile.TemporaryDirectory(prefix="storageops-readiness-") as scratch:
+        local = Path(scratch) / "probe"
+        local.write_bytes(data)
+        runner = _Runner(copier_factory, credentials, data, local, Path(scratch))
+        outcome: dict[str, str] = {}
+        for i, step in enumerate(steps):
+            waiting = [s for s in steps if s.key in step.needs and outcome.get(s.key) != "passed"]
+            if waiting:
+                step.state, step.message = "skipped", f"Not run: {waiting[0].title} did not pass."
+            else:
+                runner.run(step)
+            outcome[step.key] = step.state
+            check.steps[i] = asdict(step)
+            check.save(update_fields=["steps", "last_updated"])
+        runner.remove_folders(steps)
+    failed = [s for s in steps if s.state != "passed"]
+    check.state = ReadinessCheck.State.FAILED if failed else ReadinessCheck.State.PASSED
+    check.finished_at = timezone.now()
+    check.summary = _summary(steps, failed)
+    check.save(update_fields=["state", "finished_at", "summary", "last_updated"])
+    return check
+
+
+def _summary(steps: list[Step], failed: list[Step]) -> str:
+    passed = len(steps) - len(failed)
+    if not failed:
+        return f"All {len(steps)} steps passed."
+    first = next((s for s in failed if s.state == "failed"), failed[0])
+    return f"{passed} of {len(steps)} steps passed; first failure: {first.title}: {first.message}"[:300]
+
+
+class _Runner:
+    """Runs one step with a copier of the options the step needs."""
+
+    def __init__(self, factory: CopierFactory, credentials: list, data: bytes, local: Path, scratch: Path) -> None:
+        self.factory, self.credentials = factory, credentials
+        self.data, self.local, self.scratch = data, local, scratch
+        self.adler32 = f"{zlib.adler32(data):08x}"
+
+    def copier(self, mode: str = "auto", checksum: str = "none") -> Gfal2Copier:
+        tpc_mode = mode if mode in ("pull", "push") else "auto"
+        options = CopyOptions(tpc_mode=tpc_mode, checksum_mode=checksum, timeout=STEP_TIMEOUT)
+        return self.factory(options, self.credentials)
+
+    def run(self, step: Step) -> None:
+        tick = time.monotonic()
+        try:
+            message = getattr(self, f"_{step.operation}")(step)
+        except OSError as exc:
+            step.state, step.message = "failed", _words(exc)
+        else:
+            step.state, step.message = "passed", message
+        step.seconds = round(time.monotonic() - tick, 3)
+
+    def _upload(self, step: Step) -> str:
+        self.copier().upload(str(self.local), step.destination)
+        return f"{len(self.data):,} bytes written"
+
+    def _stat(self, step: Step) -> str:
+        size = self.copier().size_of(step.source)
+        if size != len(self.data):
+            raise OSError(0, f"the storage says {size:,} bytes; {len(self.data):,} were written")
+        return f"{size:,} bytes"
+
+    def _checksum(self, step: Step) -> str:
+        value = self.copier().checksum_of(step.source, "adler32").zfill(8)
+        if value != self.adler32:
+            raise OSError(0, f"the storage says adler32 {value}; the data written has {self.adler32}")
+        return f"adler32 {value}, equal to the data written"
+
+    def _download(self, step: Step) -> str:
+        target = self.scratch / f"download-{step.endpoint}"
+        result = self.copier().copy(_job(step.source, f"file://{target}"))
+        if not result.ok:
+            raise OSError(result.code or 0, result.message)
+        if target.read_bytes() != self.data:
+            raise OSError(0, f"the {target.stat().st_size:,} bytes read back differ from the data written")
+        return f"{len(self.data):,} bytes read back, equal to the data written"
+
+    def _tpc(self, step: Step) -> str:
+        # gfal2 compares the source's and the destination's adler32 itself ("both").
+        job = _job(step.source, step.destination, self.adler32)
+        result = self.copier(step.mode, checksum="both").copy(job)
+        if not result.ok:
+            raise OSError(result.code or 0, result.message)
+        return f"copied as {result.copy_mode or 'reported by gfal2'}; adler32 {self.adler32} on both sides"
+
+    def _delete(self, step: Step) -> str:
+        copier = self.copier()
+        copier.remove(step.destination)
+        try:
+            copier.size_of(step.destination)
+        except OSError as exc:
+            if exc.errno == errno.ENOENT:
+                return "deleted; a stat after it finds no file"
+            raise
+        raise OSError(0, "the storage still lists the file after deleting it")
+
+    def remove_folders(self, steps: list[Step]) -> None:
+        """The check's own folder on each endpoint, best effort: its files are the steps' business."""
+        folders = {s.destination.rsplit("/", 1)[0] for s in steps if s.operation == "upload"}
+        folders |= {s.destination.rsplit("/", 1)[0] for s in steps if s.operation == "tpc"}
+        for folder in folders:
+            try:
+                self.copier().remove_folder(folder)
+            except OSError:
+                pass  # left for the site's own clean-up: it is named on the page with the check's id
+
+
+def _job(source: str, destination: str, checksum: str = "") -> CopyJob:
+    return CopyJob(id=0, index=0, source=source, destination=destination, size=PROBE_BYTES, step=0, attempt=1,
+                   checksum=checksum)  # fmt: skip
+
+
+def _words(exc: OSError) -> str:
+    # XrdCl passes on the server's C string with its terminating NUL, escaped as the four
+    # characters \x00: kept out, the rest is the storage's message as it came.
+    text = (exc.strerror or str(exc)).replace("\\x00", "").replace("\x00", "")
+    return text if not exc.errno else f"{text} (errno {exc.errno})"

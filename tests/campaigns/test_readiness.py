@@ -1,0 +1,145 @@
+"""The readiness check on real XRootD doors: every step passes on two healthy doors, and with the
+destination read-only exactly the steps that write there fail, in the door's own words."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from campaigns import readiness
+from campaigns.models import Campaign, ReadinessCheck
+from tests.support.factories import campaign, endpoint
+
+pytestmark = pytest.mark.django_db
+
+
+def _check(a, b=None) -> ReadinessCheck:
+    check = ReadinessCheck(endpoint=a, peer=b)
+    check.save()
+    return check
+
+
+def test_the_plan_follows_the_schemes():
+    root_a, root_b = endpoint("ra", "root://127.0.0.1:1094//data/"), endpoint("rb", "root://127.0.0.1:1095//data/")
+    davs_a, davs_b = endpoint("da", "davs://127.0.0.1:2880/data/"), endpoint("db", "davs://127.0.0.1:2881/data/")
+    keys = [s.key for s in readiness.plan(_check(root_a, root_b))]
+    assert [k for k in keys if k.startswith("tpc")] == ["tpc-tpc:ra>rb", "tpc-tpc:rb>ra"]
+    assert keys[:4] == ["upload:ra", "stat:ra", "checksum:ra", "download:ra"]
+    davs = [s.key for s in readiness.plan(_check(davs_a, davs_b)) if s.operation == "tpc"]
+    assert davs == ["tpc-pull:da>db", "tpc-push:da>db", "tpc-pull:db>da", "tpc-push:db>da"]
+    # Between root:// and davs:// there is no third-party copy: none is planned.
+    assert not [s for s in readiness.plan(_check(root_a, davs_a)) if s.operation == "tpc"]
+    # Every file written is deleted, after the step that wrote it.
+    steps = readiness.plan(_check(root_a, root_b))
+    writers = [s for s in steps if s.operation in ("upload", "tpc")]
+    deletes = [s for s in steps if s.operation == "delete"]
+    assert [d.needs for d in deletes] == [(w.key,) for w in writers]
+    assert [d.destination for d in deletes] == [w.destination for w in writers]
+
+
+def test_a_mock_endpoint_or_the_same_endpoint_twice_is_refused():
+    real = endpoint("real", "root://127.0.0.1:1094//data/")
+    with pytest.raises(Exception, match="mock"):
+        _check(endpoint("fake", "mock://fake.test/data/"))
+    with pytest.raises(Exception, match="another endpoint"):
+        _check(real, real)
+
+
+def test_two_healthy_doors_pass_every_step_and_keep_nothing(xrootd_pair):
+    door1, door2 = xrootd_pair
+    a = endpoint("ready-1", door1.root_url_for("/data/ready/"))
+    b = endpoint("ready-2", door2.root_url_for("/data/ready/"))
+    check = readiness.run_check(_check(a, b))
+    assert check.state == ReadinessCheck.State.PASSED, check.steps
+    assert [s["state"] for s in check.steps] == ["passed"] * 14
+    assert check.summary == "All 14 steps passed."
+    tpc = [s for s in check.steps if s["operation"] == "tpc"]
+    assert [s["title"] for s in tpc] == ["TPC ready-1 → ready-2", "TPC ready-2 → ready-1"]
+    checksum = next(s for s in check.steps if s["key"] == "checksum:ready-1")
+    assert checksum["message"].startswith("adler32 ") and "equal to the data written" in checksum["message"]
+    # Nothing is left on either door's disk: the files and the check's folder are gone.
+    for door in (door1, door2):
+        folder = door.local_path(f"/data/ready/storageops-readiness/check-{check.pk}")
+        assert not folder.exists(), sorted(os.listdir(folder))
+
+
+def test_a_read_only_destination_fails_exactly_the_steps_that_write_there(xrootd_pair):
+    door1, door2 = xrootd_pair
+    # The folder the check writes below belongs to root and is not writable: the door (nobody)
+    # can read it, as from a pool set read-only, and must refuse every write.
+    read_only = door2.local_path("/data/read-only")
+    read_only.mkdir(parents=True, exist_ok=True)
+    os.chmod(read_only, 0o555)  # noqa: S103 -- the door must traverse it, and not write
+    (read_only / "kept").write_bytes(b"k")
+    a = endpoint("rw-door", door1.root_url_for("/data/rw/"))
+    b = endpoint("ro-door", door2.root_url_for("/data/read-only/"))
+    check = readiness.run_check(_check(a, b))
+    assert check.state == ReadinessCheck.State.FAILED
+    by_state: dict[str, set[str]] = {}
+    for step in check.steps:
+        by_state.setdefault(step["state"], set()).add(step["key"])
+
+    def delete(of: str) -> str:
+        return next(s["key"] for s in check.steps if s["operation"] == "delete" and s["key"].endswith(of))
+
+    # The writes to the read-only door fail; what would read their files is not run; the other
+    # door's own steps, its delete included, pass.
+    assert by_state["failed"] == {"upload:ro-door", "tpc-tpc:rw-door>ro-door"}
+    assert all(s["writes"] and s["endpoint"] == "ro-door" for s in check.steps if s["state"] == "failed")
+    assert by_state["passed"] == {"upload:rw-door", "stat:rw-door", "checksum:rw-door", "download:rw-door",
+                                  delete(f"rw/storageops-readiness/check-{check.pk}/probe")}  # fmt: skip
+    assert by_state["skipped"] == {
+        "stat:ro-door", "checksum:ro-door", "download:ro-door", "tpc-tpc:ro-door>rw-door",
+        delete(f"read-only/storageops-readiness/check-{check.pk}/probe"), delete("from-rw-door-tpc"),
+        delete("from-ro-door-tpc"),
+    }  # fmt: skip
+    # The door's own words, not ours.
+    for step in check.steps:
+        if step["state"] == "failed":
+            assert "permission denied" in step["message"].lower(), step
+        if step["state"] == "skipped":
+            assert step["message"].startswith("Not run: ") and "did not pass" in step["message"]
+    print(*(f"{s['state']:8} {s['seconds']} {s['title']}: {s['message']}" for s in check.steps), sep="\n")
+    assert check.summary.startswith("5 of 14 steps passed; first failure: Upload to ro-door: ")
+    # Nothing was written into the read-only folder, and the other door keeps nothing either.
+    assert os.listdir(read_only) == ["kept"] and (read_only / "kept").read_bytes() == b"k"
+    assert not door1.local_path(f"/data/rw/storageops-readiness/check-{check.pk}").exists()
+
+
+def test_started_from_the_endpoint_page_a_worker_runs_it_and_the_page_shows_the_grid(
+    client, operator, viewer, xrootd_pair, worker
+):
+    door1, door2 = xrootd_pair
+    a = endpoint("page-1", door1.root_url_for("/data/page/"))
+    b = endpoint("page-2", door2.root_url_for("/data/page/"))
+    campaign("page-sweep", [a], [b])
+    # Before any check, the campaign page offers one for both doors.
+    client.force_login(viewer)
+    page = client.get(f"/campaigns/{Campaign.objects.get(name='page-sweep').pk}/").content.decode()
+    assert 'id="readiness-advice"' in page and "page-1" in page and "page-2" in page
+    # A viewer may look but not start one.
+    assert client.post(f"/campaigns/endpoints/{a.pk}/readiness/", {"peer": b.pk}).status_code == 403
+    client.force_login(operator)
+    assert "Run a readiness check" in client.get(f"/campaigns/endpoints/{a.pk}/").content.decode()
+    response = client.post(f"/campaigns/endpoints/{a.pk}/readiness/", {"peer": b.pk})
+    check = ReadinessCheck.objects.get(endpoint=a, peer=b)
+    assert response.status_code == 302 and response["Location"] == f"/campaigns/readiness/{check.pk}/"
+    assert check.requested_by == operator
+    deadline = time.monotonic() + 120
+    while check.state not in ("passed", "failed"):
+        assert time.monotonic() < deadline, (check.state, check.steps, worker.log_text()[-3000:])
+        time.sleep(0.5)
+        check.refresh_from_db()
+    assert check.state == "passed", check.steps
+    page = client.get(check.get_absolute_url()).content.decode()
+    assert page.count('data-state="passed"') == 14 and "hx-trigger" not in page
+    assert 'data-step="tpc-tpc:page-1&gt;page-2"' in page
+    # Both doors passed now: the campaign page no longer asks for a check.
+    page = client.get(f"/campaigns/{Campaign.objects.get(name='page-sweep').pk}/").content.decode()
+    assert 'id="readiness-advice"' not in page
+    # A peer that is the endpoint itself is refused with a message, and nothing is queued.
+    response = client.post(f"/campaigns/endpoints/{a.pk}/readiness/", {"peer": a.pk}, follow=True)
+    assert "Cannot check page-1" in response.content.decode()
+    assert ReadinessCheck.objects.filter(endpoint=a).count() == 1
