@@ -29,6 +29,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import fcntl
+import hashlib
 import os
 import posixpath
 import pwd
@@ -39,6 +40,7 @@ import socket
 import ssl
 import struct
 import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -68,6 +70,9 @@ LOOPBACK = "127.0.0.1"
 
 #: Unprivileged account the daemons run as when this process is root.
 SERVER_USER = "nobody"
+# The longest <adminpath>/<name>/.xrd/ kept where it is asked (see XRootDServer.admin_dir);
+# 100 passed on xrootd 5.5.3 and 117 did not.
+_ADMIN_PATH_MAX = 90
 
 _CA_SUBJECT = "/O=storageops/CN=storageops throw-away test CA"
 _HOST_SUBJECT = "/O=storageops/CN=localhost"
@@ -468,8 +473,18 @@ class XRootDServer:
 
     @property
     def admin_dir(self) -> Path:
-        """``all.adminpath``/``all.pidpath``; xrootd appends ``/<name>`` itself."""
-        return self.workdir / "admin"
+        """``all.adminpath``/``all.pidpath``; xrootd appends ``/<name>`` itself.
+
+        xrootd puts its Unix sockets below ``<adminpath>/<name>/.xrd/`` and refuses to start
+        when that path leaves them no room in a socket address (108 bytes): a deep working
+        directory (pytest-xdist's ``popen-gw1/`` made one 117 long) gets a short folder in the
+        temporary directory instead, named after it, so a restart finds the same pid file.
+        """
+        natural = self.workdir / "admin"
+        if len(f"{natural}/{self.name}/.xrd/") <= _ADMIN_PATH_MAX:
+            return natural
+        digest = hashlib.sha256(str(natural).encode()).hexdigest()[:16]
+        return Path(tempfile.gettempdir()) / f"xrootd-admin-{digest}"
 
     @property
     def xrootd_pidfile(self) -> Path:
@@ -726,6 +741,9 @@ class XRootDServer:
             self._pid = None
             with _live_lock:
                 _live_servers.discard(self)
+            if self.admin_dir.parent == Path(tempfile.gettempdir()):
+                # Its own short folder (admin_dir): nothing else lives there once it stopped.
+                shutil.rmtree(self.admin_dir, ignore_errors=True)
 
     def restart(self) -> XRootDServer:
         """Stop and start again on the same port with a freshly written config."""
