@@ -15,13 +15,13 @@ from django.db import transaction
 from django.utils import timezone
 
 from campaigns.models import Run
-from campaigns.results import analysis, charts, disturbance, verdicts
+from campaigns.results import analysis, baselines, charts, disturbance, verdicts
 
 # The sections `finalize` computes: `add` may not replace them, or a clean-up report could
 # silently overwrite the figures a verdict was read from.
 COMPUTED = frozenset(
     {"total", "steps", "destinations", "sources", "doors", "door_side", "left_out", "disturbance", "verdict",
-     "recorded_at", "summary_seconds"}
+     "judgement", "recorded_at", "summary_seconds"}
 )  # fmt: skip
 
 
@@ -31,6 +31,8 @@ def compute_summary(run: Run, now: datetime) -> dict:
     if disturbance.refresh_disturbed(run):
         summary["disturbance"] = disturbance.disturbance_report(run)
     summary["verdict"] = verdicts.run_verdict(run, summary, now)
+    # Against its own history, as it stood when the run ended (later runs do not rewrite it).
+    summary["judgement"] = baselines.judge(run, summary=summary)
     # `now` is when the driver stopped recording transfers: the difference is what closing
     # the run and computing its figures cost.
     summary["recorded_at"] = now.isoformat()

@@ -16,7 +16,8 @@ def bitrate(value: float | None) -> str:
 
 @register.filter
 def percent(value: float | None) -> str:
-    return "–" if value is None else f"{100.0 * value:.1f} %"
+    # A section a run's results do not have reaches a template as "" (string_if_invalid).
+    return f"{100.0 * value:.1f} %" if isinstance(value, int | float) else "–"
 
 
 @register.filter
@@ -47,3 +48,15 @@ def bits_of(bytes_per_second: float | None) -> float | None:
 def share_of(value: float | None, whole: float | None) -> float | None:
     """value / whole, None when either is missing or the whole is 0."""
     return value / whole if value is not None and whole else None
+
+
+@register.filter
+def in_unit(value: float | None, unit: str) -> str:
+    """A figure of a run's judgement in its own unit: B/s, s or a fraction."""
+    if value is None:
+        return "–"
+    if unit == "B/s":
+        return units.human_rate(value)
+    if unit == "s":
+        return units.human_duration(value)
+    return percent(value)

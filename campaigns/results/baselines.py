@@ -1,0 +1,204 @@
+"""A finished run judged against its own history: regression watch (issue 20).
+
+The baseline of a run is the campaign's latest comparable runs before it: succeeded, not
+disturbed, with the same frozen parameters (what a comparison lines up), at most
+BASELINE_RUNS of them and at least MIN_BASELINE_RUNS. Each figure gets a noise band from
+their spread: the median, and a half-width of BAND_SIGMAS robust standard deviations
+(1.4826 times the median absolute deviation), never narrower than a floor (REL_FLOOR of the
+median for throughputs and times, ABS_RATE_FLOOR for rates), since three quiet runs can
+agree to the byte and a band of zero width calls every run a change.
+
+A figure outside its band is better or regressed by its direction (throughput up is
+better; latency and failure rates down); the run is regressed if any figure is, better if
+some figure is and none regressed, else within. Each figure says by how much (percent of
+the median) and how sure (how many robust standard deviations from the median). The
+disturbing events of the run's scope since the newest baseline run are named as suspects.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.db.models import Q
+
+from campaigns.choices import ErrorCategory, RunState
+from campaigns.models import Run
+from campaigns.results.parameters import parameters
+from campaigns.results.scope import run_scope, run_window
+from collectors.choices import DISTURBING_KINDS
+from collectors.models import Event
+
+BASELINE_RUNS = 10
+MIN_BASELINE_RUNS = 3
+BAND_SIGMAS = 3.0
+MAD_TO_SIGMA = 1.4826
+REL_FLOOR = 0.05
+ABS_RATE_FLOOR = 0.01
+SUSPECTS = 5
+
+
+@dataclass(frozen=True)
+class Figure:
+    key: str
+    label: str
+    value: Callable[[dict], float | None]
+    higher_is_better: bool
+    unit: str = "B/s"  # B/s, s, or fraction (a rate: its band's floor is absolute)
+
+    @property
+    def is_rate(self) -> bool:
+        return self.unit == "fraction"
+
+
+def _total(name: str) -> Callable[[dict], float | None]:
+    return lambda summary: (summary.get("total") or {}).get(name)
+
+
+def _failure_rate(summary: dict, category: str | None = None) -> float | None:
+    total = summary.get("total") or {}
+    attempted = (total.get("files_ok") or 0) + (total.get("files_failed") or 0)
+    if not attempted:
+        return None
+    failed = total.get("files_failed") or 0 if category is None else (total.get("errors") or {}).get(category, 0)
+    return failed / attempted
+
+
+def _knee(summary: dict) -> float | None:
+    point = ((summary.get("verdict") or {}).get("knee") or {}).get("knee") or {}
+    return point.get("throughput_bps")
+
+
+FIGURES = (
+    Figure("throughput", "throughput", _total("throughput_bps"), True),
+    Figure("knee_throughput", "throughput at the knee", _knee, True),
+    Figure("duration_p95", "p95 copy time", _total("duration_p95"), False, "s"),
+    Figure("error_rate", "failure rate", _failure_rate, False, "fraction"),
+    Figure(
+        "checksum_timeout_rate",
+        "checksum-timeout rate",
+        lambda s: _failure_rate(s, ErrorCategory.CHECKSUM_TIMEOUT),
+        False,
+        "fraction",
+    ),
+)
+
+
+def _figures(summary: dict) -> dict[str, tuple[Figure, float]]:
+    """Every figure a summary has, the per-step throughputs included (keyed by concurrency)."""
+    found = {f.key: (f, v) for f in FIGURES if (v := f.value(summary)) is not None}
+    for step in summary.get("steps") or []:
+        if step.get("throughput_bps") is not None and step.get("concurrency"):
+            c = step["concurrency"]
+            figure = Figure(f"step_throughput_{c}", f"throughput at concurrency {c}", lambda s: None, True)
+            found[figure.key] = (figure, step["throughput_bps"])
+    return found
+
+
+def comparable_runs(run: Run, limit: int = BASELINE_RUNS) -> list[Run]:
+    """The campaign's latest runs before this one that a baseline may be made of."""
+    before = run.started_at or run.created
+    candidates = (
+        Run.objects.filter(campaign_id=run.campaign_id, state=RunState.SUCCEEDED, disturbed=False)
+        .filter(finished_at__lt=before)
+        .exclude(pk=run.pk)
+        .order_by("-finished_at")
+    )
+    wanted = parameters(run)
+    chosen = []
+    for candidate in candidates[: limit * 5]:  # parameters differ rarely; a bounded look back
+        if parameters(candidate) == wanted:
+            chosen.append(candidate)
+            if len(chosen) == limit:
+                break
+    return chosen
+
+
+def band(values: list[float], is_rate: bool = False) -> dict:
+    median = statistics.median(values)
+    sigma = MAD_TO_SIGMA * statistics.median(abs(v - median) for v in values)
+    floor = ABS_RATE_FLOOR if is_rate else REL_FLOOR * abs(median)
+    half = max(BAND_SIGMAS * sigma, floor)
+    return {"median": median, "sigma": sigma, "low": median - half, "high": median + half}
+
+
+def judge(run: Run, baseline: list[Run] | None = None, summary: dict | None = None) -> dict:
+    """The run against its baseline: every figure with its band, and the suspects if it regressed.
+    `summary` is the run's own results when they are not stored yet (finalize)."""
+    baseline = comparable_runs(run) if baseline is None else baseline
+    own = _figures((run.summary or {}) if summary is None else summary)
+    judged = {"baseline_runs": [r.pk for r in baseline], "figures": [], "suspects": []}
+    if len(baseline) < MIN_BASELINE_RUNS:
+        n = len(baseline)
+        return {
+            **judged,
+            "status": "no_baseline",
+            "headline": f"No baseline yet: {n} comparable run(s), {MIN_BASELINE_RUNS} needed.",
+        }
+    history = [_figures(r.summary or {}) for r in baseline]
+    for key, (figure, value) in own.items():
+        values = [h[key][1] for h in history if key in h]
+        if len(values) < MIN_BASELINE_RUNS:
+            continue
+        b = band(values, figure.is_rate)
+        judged["figures"].append(_judged(figure, value, b, len(values)))
+    changed = [f for f in judged["figures"] if f["status"] != "within"]
+    regressed = [f for f in changed if f["status"] == "regressed"]
+    judged["status"] = "regressed" if regressed else ("better" if changed else "within")
+    if regressed:
+        since = max(r.finished_at for r in baseline)
+        judged["suspects"] = suspects(run, since)
+    judged["headline"] = _headline(judged, regressed or changed)
+    return judged
+
+
+def _judged(figure: Figure, value: float, b: dict, n: int) -> dict:
+    outside = value < b["low"] or value > b["high"]
+    up = value > b["median"]
+    status = "within" if not outside else ("better" if up == figure.higher_is_better else "regressed")
+    change = (value - b["median"]) / b["median"] if b["median"] else None
+    sigmas = abs(value - b["median"]) / b["sigma"] if b["sigma"] else None
+    return {"key": figure.key, "label": figure.label, "value": value, **b, "n": n, "status": status,
+            "change": change, "sigmas": sigmas, "higher_is_better": figure.higher_is_better,
+            "unit": figure.unit}  # fmt: skip
+
+
+def suspects(run: Run, since: datetime) -> list[dict]:
+    """Disturbing events of the run's scope between the newest baseline run and the run's end,
+    newest first: what changed since the door was last seen within its band."""
+    window = run_window(run)
+    until = window[1] if window else (run.finished_at or run.created)
+    scope = run_scope(run)
+    touches = Q(host__in=scope.hosts) | Q(backend__in=scope.backends) | Q(endpoint__in=scope.endpoints)
+    site_wide = Q(host__isnull=True, backend__isnull=True, endpoint__isnull=True, run__isnull=True)
+    events = (
+        Event.objects.filter(touches | site_wide, kind__in=DISTURBING_KINDS, time__gt=since, time__lte=until)
+        .select_related("host", "backend", "endpoint")
+        .order_by("-time")[:SUSPECTS]
+    )
+    return [
+        {"event": e.pk, "time": e.time.isoformat(), "kind": e.kind, "summary": e.summary,
+         "where": (e.host or e.endpoint or e.backend).name if (e.host or e.endpoint or e.backend) else "site"}
+        for e in events
+    ]  # fmt: skip
+
+
+def _headline(judged: dict, notable: list[dict]) -> str:
+    n = len(judged["baseline_runs"])
+    if not notable:
+        return f"Within the band of its {n} comparable runs on every figure."
+    # The figure a site watches first leads (throughput before copy times and rates), then the largest change.
+    order = [f.key for f in FIGURES]
+    worst = min(
+        notable, key=lambda f: (order.index(f["key"]) if f["key"] in order else len(order), -abs(f["change"] or 0))
+    )
+    change = f"{abs(worst['change']) * 100:.0f} %" if worst["change"] is not None else "off its band"
+    word = "regressed" if judged["status"] == "regressed" else "better"
+    text = f"{worst['label'].capitalize()} {word} {change} against the median of {n} comparable runs"
+    if judged["suspects"]:
+        first = judged["suspects"][0]
+        when = f"{first['time'][:10]} {first['time'][11:16]} UTC"
+        text += f"; since then: {first['kind'].replace('_', ' ')} on {first['where']} at {when}"
+    return text + "."

@@ -1,0 +1,146 @@
+"""A finished run judged against its campaign's comparable history (the judgement's rules; the
+end-to-end experiment on real doors comes with the scheduled-runs must-show)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from campaigns import runs
+from campaigns.results import baselines
+from campaigns.runs.lifecycle import RunDriver
+from collectors.events import log_event
+from tests.support.factories import mock_campaign
+
+pytestmark = pytest.mark.django_db
+MB = 1_000_000
+
+
+def finished(campaign, at, throughput: float, *, p95: float = 2.0, failed: int = 0, timeouts: int = 0, **fields):
+    """A succeeded run of `campaign` that ended at `at` with these figures in its summary."""
+    run = runs.create_run(campaign, trigger="schedule")
+    ok = 100 - failed
+    total = {"throughput_bps": throughput, "duration_p95": p95, "files_ok": ok, "files_failed": failed,
+             "errors": {"checksum_timeout": timeouts} if timeouts else {}}  # fmt: skip
+    steps = [{"step": 0, "concurrency": 4, "throughput_bps": throughput}]
+    run.state, run.started_at, run.finished_at = "succeeded", at - timedelta(minutes=5), at
+    run.summary = {"total": total, "steps": steps}
+    for name, value in fields.items():
+        setattr(run, name, value)
+    run.save()
+    return run
+
+
+@pytest.fixture
+def history():
+    campaign = mock_campaign("weekly", file_count=100, concurrency_steps=[4])
+    now = timezone.now()
+    # Six quiet runs an hour apart, within 2 % of each other.
+    past = [
+        finished(campaign, now - timedelta(hours=7 - i), (100 + d) * MB) for i, d in enumerate([0, 2, -1, 1, -2, 0])
+    ]
+    return campaign, now, past
+
+
+def test_the_runs_of_a_quiet_history_are_each_within_their_band(history):
+    past = history[2]
+    assert baselines.judge(past[0])["status"] == "no_baseline"
+    assert baselines.judge(past[2])["headline"] == "No baseline yet: 2 comparable run(s), 3 needed."
+    for run in past[3:]:
+        judged = baselines.judge(run)
+        assert judged["status"] == "within", judged
+        assert judged["baseline_runs"] == [r.pk for r in reversed(past[: past.index(run)])]
+        assert {f["key"] for f in judged["figures"]} >= {
+            "throughput",
+            "duration_p95",
+            "error_rate",
+            "step_throughput_4",
+        }
+
+
+def test_a_slower_run_is_regressed_on_throughput_with_the_change_named_as_suspect(history):
+    campaign, now, _ = history
+    endpoint = campaign.destinations.first()
+    log_event("config_change", "xrootd.chksum max 2 on the destination", source="operator", endpoint=endpoint,
+              time=now - timedelta(minutes=30))  # fmt: skip
+    log_event("config_change", "an older change, before the last good run", endpoint=endpoint,
+              time=now - timedelta(hours=3, minutes=30))  # fmt: skip
+    slow = finished(campaign, now, 77 * MB, p95=2.6)
+    judged = baselines.judge(slow)
+    assert judged["status"] == "regressed"
+    throughput = next(f for f in judged["figures"] if f["key"] == "throughput")
+    assert throughput["status"] == "regressed" and throughput["change"] == pytest.approx(-0.23, abs=0.01)
+    assert throughput["n"] == 6 and throughput["sigmas"] > 3
+    assert next(f for f in judged["figures"] if f["key"] == "duration_p95")["status"] == "regressed"
+    # Only what changed since the last run seen within its band.
+    assert [s["summary"] for s in judged["suspects"]] == ["xrootd.chksum max 2 on the destination"]
+    assert judged["headline"].startswith("Throughput regressed 23 % against the median of 6 comparable runs; since")
+    assert "config change on " + endpoint.name in judged["headline"]
+
+
+def test_better_and_failure_rates_go_by_their_direction(history):
+    campaign, now, _ = history
+    faster = baselines.judge(finished(campaign, now, 130 * MB))
+    assert faster["status"] == "better" and not faster["suspects"]
+    # 5 % of copies failing on checksum timeouts, against none before: regressed on both rates.
+    failing = baselines.judge(finished(campaign, now + timedelta(hours=1), 100 * MB, failed=5, timeouts=5))
+    keys = {f["key"]: f["status"] for f in failing["figures"]}
+    assert keys["error_rate"] == keys["checksum_timeout_rate"] == "regressed" and keys["throughput"] == "within"
+
+
+def test_only_comparable_runs_make_a_baseline(history):
+    campaign, now, past = history
+    # A disturbed run and a failed one are left out of the next run's baseline.
+    past[-1].disturbed = True
+    past[-1].save()
+    past[-2].state = "partial"
+    past[-2].save()
+    judged = baselines.judge(finished(campaign, now, 100 * MB))
+    assert judged["baseline_runs"] == [r.pk for r in reversed(past[:4])]
+    # Another concurrency is another experiment: no baseline for it yet.
+    campaign.concurrency_steps = [8]
+    campaign.save()
+    assert baselines.judge(finished(campaign, now + timedelta(hours=1), 50 * MB))["status"] == "no_baseline"
+
+
+def test_the_band_has_a_floor_when_the_history_agrees_to_the_byte():
+    assert baselines.band([100.0, 100.0, 100.0]) == {"median": 100.0, "sigma": 0.0, "low": 95.0, "high": 105.0}
+    assert baselines.band([0.0, 0.0, 0.0], is_rate=True)["high"] == 0.01
+    wide = baselines.band([90.0, 100.0, 110.0, 100.0, 95.0])
+    assert wide["median"] == 100.0 and wide["high"] - 100.0 == pytest.approx(3 * 1.4826 * 5.0)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_every_finished_run_is_judged_when_it_ends_and_its_page_shows_it(client, viewer):
+    campaign = mock_campaign("judged", file_count=6, concurrency_steps=[2])
+    driven = []
+    for _ in range(4):
+        run = runs.create_run(campaign, trigger="schedule")
+        RunDriver(run.pk).drive()
+        run.refresh_from_db()
+        driven.append(run)
+    assert [r.summary["judgement"]["status"] for r in driven[:3]] == ["no_baseline"] * 3
+    last = driven[-1].summary["judgement"]
+    # Mock copies' speed is this machine's: which side of the band is not the point here.
+    assert last["status"] in ("within", "better", "regressed")
+    assert last["baseline_runs"] == [r.pk for r in reversed(driven[:3])]
+    client.force_login(viewer)
+    page = client.get(driven[-1].get_absolute_url()).content.decode()
+    assert f'data-judgement="{last["status"]}"' in page
+    assert page.count("data-figure=") == len(last["figures"]) >= 4
+
+
+def test_a_regressed_run_page_names_the_figure_and_the_suspect(history, client, viewer):
+    campaign, now, _ = history
+    log_event("service_restart", "xrootd restarted with a new build", endpoint=campaign.sources.first(),
+              time=now - timedelta(minutes=20))  # fmt: skip
+    slow = finished(campaign, now, 60 * MB)
+    slow.summary = {**slow.summary, "judgement": baselines.judge(slow)}
+    slow.save()
+    client.force_login(viewer)
+    page = client.get(slow.get_absolute_url()).content.decode()
+    assert 'data-judgement="regressed"' in page
+    assert 'data-figure="throughput" data-status="regressed"' in page
+    assert "Throughput regressed 40 %" in page and "xrootd restarted with a new build" in page
