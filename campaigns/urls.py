@@ -1,6 +1,6 @@
 from django.urls import path
 
-from campaigns.web import compare_views, readiness_views, run_views, views
+from campaigns.web import compare_views, readiness_views, run_views, status_views, views
 
 app_name = "campaigns"
 urlpatterns = [
@@ -19,6 +19,7 @@ urlpatterns = [
     path("runs/<int:pk>/transfers/", run_views.run_transfers, name="run_transfers"),
     path("runs/<int:pk>/errors/<str:category>/", run_views.run_errors, name="run_errors"),
     path("runs/<int:pk>/charts/<str:name>.json", run_views.run_chart, name="run_chart"),
+    path("status/", status_views.status_page, name="status"),
     path("compare/", compare_views.compare_page, name="compare"),
     path("compare/data.json", compare_views.compare_data, name="compare_data"),
     path("backends/", views.BackendListView.as_view(), name="backend_list"),

@@ -57,6 +57,7 @@ MATRIX: dict[str, tuple[str, str, str, int | tuple[int, ...]]] = {
     "campaigns:run_errors": ("get", "/campaigns/runs/{run}/errors/transfer_timeout/", "viewer", 200),
     "campaigns:run_chart": ("get", "/campaigns/runs/{run}/charts/steps.json", "viewer", 200),
     "campaigns:compare": ("get", "/campaigns/compare/", "viewer", 200),
+    "campaigns:status": ("get", "/campaigns/status/", "viewer", 200),
     "campaigns:compare_data": ("get", "/campaigns/compare/data.json?runs={run},{finished_run}", "viewer", 200),
     "campaigns:backend_list": ("get", "/campaigns/backends/", "viewer", 200),
     "campaigns:backend_detail": ("get", "/campaigns/backends/{backend}/", "viewer", 200),

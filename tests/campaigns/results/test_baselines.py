@@ -144,3 +144,22 @@ def test_a_regressed_run_page_names_the_figure_and_the_suspect(history, client, 
     assert 'data-judgement="regressed"' in page
     assert 'data-figure="throughput" data-status="regressed"' in page
     assert "Throughput regressed 40 %" in page and "xrootd restarted with a new build" in page
+
+
+def test_the_status_grid_shows_each_backends_latest_judgement_and_links_to_the_run(history, client, viewer):
+    campaign, now, past = history
+    other = mock_campaign("nightly", file_count=10, concurrency_steps=[2])
+    failed = runs.create_run(other, trigger="schedule")
+    failed.state, failed.finished_at = "failed", now
+    failed.save()
+    slow = finished(campaign, now, 60 * MB)
+    slow.summary = {**slow.summary, "judgement": baselines.judge(slow)}
+    slow.save()
+    client.force_login(viewer)
+    page = client.get("/campaigns/status/").content.decode()
+    backend = campaign.destinations.first().backend.name
+    assert f'data-cell="{backend}|weekly" data-class="bad"' in page  # the regressed run, not the six before
+    assert f'href="/campaigns/runs/{slow.pk}/"' in page and f"#{slow.pk} regressed" in page
+    assert f'href="/campaigns/runs/{past[-1].pk}/"' not in page
+    nightly_backend = other.destinations.first().backend.name
+    assert f'data-cell="{nightly_backend}|nightly" data-class="bad"' in page and f"#{failed.pk} failed" in page

@@ -1,0 +1,49 @@
+"""The status grid (MaDDash's red/green matrix for storage): destination backends by campaigns,
+each cell the latest finished run of that campaign on that backend and its judgement."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from campaigns.models import Run
+
+# How far back the grid looks: a site's latest runs fill it; a cell whose last run is older
+# than this many finished runs shows empty rather than costing a scan of a year of runs.
+LOOK_BACK_RUNS = 2000
+
+
+@dataclass(frozen=True)
+class Cell:
+    run_id: int
+    state: str
+    judgement: str  # within, better, regressed, no_baseline, or "" for runs judged before it existed
+    headline: str
+    finished_at: object
+
+
+def grid() -> dict:
+    """{"campaigns": [names], "backends": [names], "cells": {(backend, campaign): Cell}}."""
+    latest = (
+        Run.objects.filter(finished_at__isnull=False)
+        .order_by("-finished_at")
+        .values_list("pk", "state", "finished_at", "campaign__name", "snapshot__destinations",
+                     "summary__judgement__status", "summary__judgement__headline")[:LOOK_BACK_RUNS]
+    )  # fmt: skip
+    cells: dict[tuple[str, str], Cell] = {}
+    for pk, state, finished_at, campaign, destinations, status, headline in latest:
+        for backend in sorted({d.get("backend_name") or "" for d in destinations or []} - {""}):
+            cells.setdefault((backend, campaign), Cell(pk, state, status or "", headline or "", finished_at))
+    return {
+        "campaigns": sorted({c for _, c in cells}),
+        "backends": sorted({b for b, _ in cells}),
+        "cells": cells,
+    }
+
+
+def cell_class(cell: Cell | None) -> str:
+    """The colour of a cell: what went wrong first (the run), then how it compares (the judgement)."""
+    if cell is None:
+        return "empty"
+    if cell.state in ("failed", "partial", "cancelled"):
+        return "bad" if cell.state == "failed" else "warn"
+    return {"regressed": "bad", "better": "ok", "within": "ok"}.get(cell.judgement, "unknown")
