@@ -12,7 +12,7 @@ OPERATOR = "operator"
 ADMIN = "admin"
 ROLES = (VIEWER, OPERATOR, ADMIN)
 
-APPS = ("campaigns", "collectors", "storageops", "django_celery_beat")
+APPS = ("campaigns", "collectors", "storageops", "alerts", "django_celery_beat")
 OPERATOR_EXTRA = (
     "campaigns.start_run",
     "campaigns.cancel_run",

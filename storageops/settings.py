@@ -45,6 +45,7 @@ INSTALLED_APPS = [
     "django_celery_beat",
     "campaigns",
     "collectors",
+    "alerts",
     # Development tooling (XRootD test servers, `manage.py runsite`, the demo site); a
     # production deployment sets STORAGEOPS_DEVSITE=false and runs without it.
     *(["devsite"] if env_bool("STORAGEOPS_DEVSITE", True) else []),
@@ -211,6 +212,13 @@ CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TIMEZONE = TIME_ZONE
 # A prefix keeps deployments (or test sessions) that share one broker out of each other's queues.
+# Alerts (alerts app): mail through this SMTP server; links in alerts start with the base URL.
+EMAIL_HOST = env_str("STORAGEOPS_EMAIL_HOST", "localhost")
+EMAIL_PORT = env_int("STORAGEOPS_EMAIL_PORT", 25, minimum=1, maximum=65535)
+EMAIL_TIMEOUT = 10
+DEFAULT_FROM_EMAIL = env_str("STORAGEOPS_EMAIL_FROM", "storageops@localhost")
+STORAGEOPS_BASE_URL = env_str("STORAGEOPS_BASE_URL", "").rstrip("/")
+
 STORAGEOPS_QUEUE_PREFIX = env_str("STORAGEOPS_QUEUE_PREFIX", "")
 STORAGEOPS_CONTROL_QUEUE = f"{STORAGEOPS_QUEUE_PREFIX}control"
 STORAGEOPS_TRANSFERS_QUEUE = f"{STORAGEOPS_QUEUE_PREFIX}transfers"

@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("storageops", "campaigns", "collectors", "devsite")
+PACKAGES = ("storageops", "campaigns", "collectors", "alerts", "devsite")
 NOT_PARSED = {"migrations", "tests", "benchmarks", "__pycache__"}
 MAX_CAMPAIGNS_MODULE_LINES = 400
 

@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from campaigns.models import Run
 from campaigns.results import analysis, baselines, charts, disturbance, verdicts
+from storageops import alerting
 
 # The sections `finalize` computes: `add` may not replace them, or a clean-up report could
 # silently overwrite the figures a verdict was read from.
@@ -69,6 +70,8 @@ def finalize(run: Run, *, state: str, reason: str, now: datetime, extras: dict |
         setattr(run, field, value)
     # After the update: the chart's window ends at finished_at, and a live run's would not.
     charts.store_timeline(run)
+    # A regression, or a scheduled run that lost files, is told to whoever subscribed.
+    transaction.on_commit(lambda: alerting.tell("alerts.run_finished", run.pk))
 
 
 def add(run: Run, key: str, value: Any) -> None:

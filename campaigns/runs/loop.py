@@ -29,6 +29,7 @@ from campaigns.runs.starting import current_state
 from campaigns.spec import RunSpec
 from collectors.choices import EventKind
 from collectors.events import log_event
+from storageops import alerting
 
 log = logging.getLogger(__name__)
 
@@ -184,7 +185,9 @@ class RunLoop:
         quiet = now - max(self.last_result, self.run_started)
         if self.stalled_since is None and self.engine.outstanding() and quiet >= settings.STORAGEOPS_STALL_SECONDS:
             self.stalled_since = now
-            self.incident(f"Stall: no copy finished for {quiet:.0f} s with {self.engine.outstanding()} in flight")
+            said = f"Stall: no copy finished for {quiet:.0f} s with {self.engine.outstanding()} in flight"
+            self.incident(said)
+            alerting.tell("alerts.run_stalled", self.run_obj.pk, said)
 
     def incident(self, summary: str) -> None:
         self._retrying(log_event, EventKind.RUN_INCIDENT, summary, run=self.run_obj)

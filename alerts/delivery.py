@@ -1,0 +1,72 @@
+"""Send an alert to every subscription that asks for it, by email and by webhook, rate limited.
+
+A channel that fails (an SMTP server down, a webhook answering 500) is recorded with its error
+and never stops the other channels or subscriptions: an alert is a side effect of a run, and
+must not fail it.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+
+import requests
+from django.conf import settings
+from django.core.mail import send_mail
+from django.db.models import Q
+from django.utils import timezone
+
+from alerts.models import AlertKind, Delivery, Subscription
+
+log = logging.getLogger(__name__)
+WEBHOOK_TIMEOUT = 10.0
+
+
+def notify(kind: str, subject: str, body: str, *, campaign=None, run=None) -> list[Delivery]:
+    """One delivery per active subscription of `kind` for `campaign` (or for every campaign)."""
+    wanted = Subscription.objects.filter(active=True).filter(Q(campaign__isnull=True) | Q(campaign=campaign))
+    return [send(s, kind, subject, body, campaign=campaign, run=run) for s in wanted if kind in s.kinds]
+
+
+def send(subscription: Subscription, kind: str, subject: str, body: str, *, campaign=None, run=None) -> Delivery:
+    """Send now unless the same kind about the same campaign went out within the interval."""
+    since = timezone.now() - timedelta(minutes=subscription.min_interval_minutes)
+    recent = Delivery.objects.filter(
+        subscription=subscription, kind=kind, campaign=campaign, state=Delivery.State.SENT, time__gte=since
+    )
+    delivery = Delivery(subscription=subscription, kind=kind, campaign=campaign, run=run, subject=subject[:300],
+                        body=body)  # fmt: skip
+    if kind != AlertKind.TEST and subscription.min_interval_minutes and recent.exists():
+        delivery.state = Delivery.State.SUPPRESSED
+        delivery.outcome = {"held_back_by": recent.first().pk}
+        delivery.save()
+        return delivery
+    outcome = {}
+    if subscription.email:
+        outcome["email"] = _channel(lambda: _email(subscription.email, subject, body))
+    if subscription.webhook_url:
+        outcome["webhook"] = _channel(lambda: _webhook(subscription.webhook_url, subject, body, kind))
+    delivery.outcome = outcome
+    delivery.state = Delivery.State.SENT if all(v == "ok" for v in outcome.values()) else Delivery.State.FAILED
+    delivery.save()
+    return delivery
+
+
+def _channel(send_one) -> str:
+    try:
+        send_one()
+    except (OSError, requests.RequestException) as exc:
+        log.warning("alert not delivered: %s", exc)
+        return f"{type(exc).__name__}: {exc}"[:500]
+    return "ok"
+
+
+def _email(address: str, subject: str, body: str) -> None:
+    send_mail(f"[StorageOps] {subject}", body, settings.DEFAULT_FROM_EMAIL, [address])
+
+
+def _webhook(url: str, subject: str, body: str, kind: str) -> None:
+    # Mattermost's and Slack's incoming webhooks both read "text"; Mattermost keeps "props".
+    payload = {"username": "StorageOps", "text": f"**{subject}**\n{body}", "props": {"kind": kind}}
+    response = requests.post(url, json=payload, timeout=WEBHOOK_TIMEOUT)
+    response.raise_for_status()

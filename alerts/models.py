@@ -1,0 +1,85 @@
+"""Who is told what, and what was sent: alert subscriptions and their deliveries."""
+
+from __future__ import annotations
+
+from django.core.exceptions import ValidationError
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models
+
+from storageops.models import BaseModel
+from storageops.validators import validate_http_url
+
+
+class AlertKind(models.TextChoices):
+    REGRESSION = "regression", "a run judged regressed against its history"
+    RUN_FAILED = "run_failed", "a scheduled run that ended partial or failed"
+    STALL = "stall", "a run whose copies stopped finishing"
+    TEST = "test", "a test alert"
+
+
+def default_kinds() -> list[str]:
+    return [AlertKind.REGRESSION, AlertKind.RUN_FAILED, AlertKind.STALL]
+
+
+def validate_kinds(value: object) -> None:
+    known = set(AlertKind.values) - {AlertKind.TEST}
+    if not isinstance(value, list) or not value or not all(isinstance(k, str) and k in known for k in value):
+        raise ValidationError(f"Give a non-empty list of: {', '.join(sorted(known))}.")
+
+
+class Subscription(BaseModel):
+    """Alerts of some kinds, for one campaign or all of them, to an address and/or a webhook."""
+
+    name = models.CharField(max_length=100, unique=True)
+    campaign = models.ForeignKey(
+        "campaigns.Campaign", null=True, blank=True, on_delete=models.CASCADE, related_name="alert_subscriptions",
+        help_text="Empty: every campaign.",
+    )  # fmt: skip
+    kinds = models.JSONField(default=default_kinds, validators=[validate_kinds])
+    email = models.EmailField(blank=True, help_text="Sent through Django's mail settings (STORAGEOPS_EMAIL_*).")
+    webhook_url = models.CharField(
+        max_length=500, blank=True, validators=[validate_http_url],
+        help_text="A Mattermost or Slack incoming webhook: JSON {\"text\": …} is POSTed to it.",
+    )  # fmt: skip
+    min_interval_minutes = models.PositiveIntegerField(
+        default=30, validators=[MinValueValidator(0), MaxValueValidator(7 * 24 * 60)],
+        help_text="At most one alert of a kind about a campaign in this time; the others are kept, not sent.",
+    )  # fmt: skip
+    active = models.BooleanField(default=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def clean(self) -> None:
+        super().clean()
+        if not self.email and not self.webhook_url:
+            raise ValidationError("Give an email address, a webhook URL, or both.")
+
+
+class Delivery(models.Model):
+    """One alert for one subscription: sent (each channel's outcome) or held back by the rate limit."""
+
+    class State(models.TextChoices):
+        SENT = "sent", "sent"
+        FAILED = "failed", "failed"
+        SUPPRESSED = "suppressed", "held back (rate limit)"
+
+    subscription = models.ForeignKey(Subscription, on_delete=models.CASCADE, related_name="deliveries")
+    kind = models.CharField(max_length=20, choices=AlertKind.choices)
+    campaign = models.ForeignKey("campaigns.Campaign", null=True, blank=True, on_delete=models.SET_NULL)
+    run = models.ForeignKey("campaigns.Run", null=True, blank=True, on_delete=models.SET_NULL)
+    time = models.DateTimeField(auto_now_add=True, db_index=True)
+    subject = models.CharField(max_length=300)
+    body = models.TextField()
+    state = models.CharField(max_length=12, choices=State.choices)
+    outcome = models.JSONField(default=dict, help_text="Per channel: ok, or the error it met.")
+
+    class Meta:
+        ordering = ["-time"]
+        indexes = [models.Index(fields=["subscription", "kind", "campaign", "-time"])]
+
+    def __str__(self) -> str:
+        return f"{self.kind} to {self.subscription}: {self.state}"

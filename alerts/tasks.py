@@ -1,0 +1,18 @@
+"""Celery tasks of the alerts app: thin wrappers, sent by name so the run code does not import alerts."""
+
+from __future__ import annotations
+
+from celery import shared_task
+
+from alerts import triggers
+from campaigns.models import Run
+
+
+@shared_task(name="alerts.run_finished", ignore_result=True, soft_time_limit=120, time_limit=150)
+def run_finished(run_id: int) -> int:
+    return len(triggers.run_finished(Run.objects.select_related("campaign").get(pk=run_id)))
+
+
+@shared_task(name="alerts.run_stalled", ignore_result=True, soft_time_limit=120, time_limit=150)
+def run_stalled(run_id: int, summary: str) -> int:
+    return len(triggers.run_stalled(Run.objects.select_related("campaign").get(pk=run_id), summary))

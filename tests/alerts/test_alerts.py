@@ -1,0 +1,132 @@
+"""Alerts delivered for real: mail to an SMTP server and JSON to a webhook server the test
+starts on loopback ports, the rate limit holding back a repeat, a broken channel recorded."""
+
+from __future__ import annotations
+
+import asyncore
+import json
+import smtpd
+import threading
+from datetime import timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+from django.utils import timezone
+
+from alerts import triggers
+from alerts.models import Delivery, Subscription
+from campaigns import runs
+from campaigns.results import baselines
+from collectors.events import log_event
+from tests.support.factories import mock_campaign
+from tests.support.ports import free_port
+
+pytestmark = pytest.mark.django_db
+MB = 1_000_000
+
+
+class _Mailbox(smtpd.SMTPServer):
+    def __init__(self, port: int) -> None:
+        super().__init__(("127.0.0.1", port), None, decode_data=True)
+        self.messages: list[tuple[str, list[str], str]] = []
+
+    def process_message(self, peer, mailfrom, rcpttos, data, **kwargs):
+        self.messages.append((mailfrom, rcpttos, data))
+
+
+@pytest.fixture
+def mailbox(settings):
+    port = free_port()
+    server = _Mailbox(port)
+    thread = threading.Thread(target=asyncore.loop, kwargs={"timeout": 0.1, "map": server._map}, daemon=True)
+    thread.start()
+    settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+    settings.EMAIL_HOST, settings.EMAIL_PORT = "127.0.0.1", port
+    settings.STORAGEOPS_BASE_URL = "https://storageops.example.org"
+    yield server
+    server.close()
+    thread.join(timeout=5)
+
+
+@pytest.fixture
+def webhook():
+    received: list[dict] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self):
+            received.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/hooks/storageops", received
+    server.shutdown()
+    server.server_close()
+
+
+def _finished(campaign, at, throughput, **fields):
+    run = runs.create_run(campaign, trigger="schedule")
+    run.state, run.started_at, run.finished_at = "succeeded", at - timedelta(minutes=5), at
+    run.summary = {"total": {"throughput_bps": throughput, "files_ok": 10, "files_failed": 0}}
+    for name, value in fields.items():
+        setattr(run, name, value)
+    run.summary["judgement"] = baselines.judge(run, summary=run.summary)
+    run.save()
+    return run
+
+
+def test_a_regression_is_mailed_and_posted_once_per_interval_and_names_its_suspect(mailbox, webhook):
+    url, posted = webhook
+    campaign = mock_campaign("watched", file_count=10, concurrency_steps=[2])
+    quiet = mock_campaign("unwatched", file_count=10, concurrency_steps=[2])
+    Subscription.objects.create(name="storage team", campaign=campaign, email="storage@example.org", webhook_url=url)
+    Subscription.objects.create(name="other team", campaign=quiet, email="other@example.org")
+    now = timezone.now()
+    history = [_finished(campaign, now - timedelta(hours=6 - i), (100 + i % 2) * MB) for i in range(5)]
+    assert not [d for r in history for d in triggers.run_finished(r)], "runs within their band alert nobody"
+    log_event("config_change", "door2: xrootd.chksum max 2", endpoint=campaign.destinations.first(),
+              time=now - timedelta(minutes=20))  # fmt: skip
+    slow = _finished(campaign, now, 70 * MB)
+    [sent] = triggers.run_finished(slow)
+    assert sent.state == Delivery.State.SENT and sent.outcome == {"email": "ok", "webhook": "ok"}
+    [(_, to, message)] = mailbox.messages
+    assert to == ["storage@example.org"] and f"Subject: [StorageOps] {slow} regressed" in message
+    assert "Throughput regressed 30 %" in message
+    assert "config_change on watched-dst: door2: xrootd.chksum max 2" in message
+    assert "config change on" in message and f"https://storageops.example.org/campaigns/runs/{slow.pk}/" in message
+    [payload] = posted
+    assert payload["text"].startswith(f"**{slow} regressed**\nThroughput regressed 30 %")
+    assert payload["props"] == {"kind": "regression"}
+    # The next regression within the interval is kept, not sent.
+    again = triggers.run_finished(_finished(campaign, now + timedelta(minutes=5), 70 * MB))
+    assert [d.state for d in again] == [Delivery.State.SUPPRESSED] and len(mailbox.messages) == 1 and len(posted) == 1
+
+
+def test_a_partial_scheduled_run_alerts_and_a_broken_channel_is_recorded(mailbox):
+    campaign = mock_campaign("nightly-alerts", file_count=10, concurrency_steps=[2])
+    Subscription.objects.create(name="site", email="site@example.org", webhook_url=f"http://127.0.0.1:{free_port()}/")
+    run = _finished(campaign, timezone.now(), 50 * MB, state="partial", files_done=7, files_failed=3,
+                    planned_files=10, stop_reason="3 transfers failed")  # fmt: skip
+    [sent] = triggers.run_finished(run)
+    # The mail went; the webhook's port had no server: the delivery says which channel failed.
+    assert sent.state == Delivery.State.FAILED and sent.outcome["email"] == "ok"
+    assert sent.outcome["webhook"].startswith("ConnectionError")
+    mail = mailbox.messages[0][2]
+    assert "ended partial" in mail and "7 of 10 transfers succeeded, 3 failed" in mail
+    # A run started by hand that lost files is the operator's to see, not an alert.
+    by_hand = _finished(campaign, timezone.now(), 50 * MB, state="partial", trigger="web")
+    assert triggers.run_finished(by_hand) == []
+
+
+def test_a_subscription_needs_a_channel_and_known_kinds():
+    with pytest.raises(Exception, match="email address, a webhook URL"):
+        Subscription.objects.create(name="nowhere")
+    with pytest.raises(Exception, match="non-empty list"):
+        Subscription.objects.create(name="odd", email="a@example.org", kinds=["weather"])
+    with pytest.raises(Exception, match="http"):
+        Subscription.objects.create(name="ftp", webhook_url="ftp://example.org/hook")
