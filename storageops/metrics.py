@@ -12,14 +12,14 @@ import hmac
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_not_required
-from django.db.models import Count, Sum
+from django.db.models import Count, OuterRef, Subquery, Sum
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
-from campaigns.choices import RunState
+from campaigns.choices import ACTIVE_RUN_STATES, RunState
 from campaigns.models import Run
 from collectors.models import Host
 
@@ -45,6 +45,19 @@ class ControlPlaneCollector:
             "storageops_bytes_moved", "Bytes moved by successful transfers.", totals["moved"] or 0
         )
 
+        stalled = Run.objects.filter(state__in=ACTIVE_RUN_STATES, stalled_since__isnull=False).count()
+        yield GaugeMetricFamily("storageops_runs_stalled", "Live runs whose copies stopped finishing.", stalled)
+
+        # The latest finished run of each campaign, judged against its history (1: regressed).
+        regressed = GaugeMetricFamily(
+            "storageops_campaign_regressed", "1 when a campaign's latest finished run regressed against its history.",
+            labels=["campaign"],
+        )  # fmt: skip
+        latest = _latest_per_campaign()
+        for name, status in latest:
+            regressed.add_metric([name], 1 if status == "regressed" else 0)
+        yield regressed
+
         seen = GaugeMetricFamily(
             "storageops_collector_last_seen_age_seconds", "Seconds since each host's collector was seen.",
             labels=["host"],
@@ -53,6 +66,14 @@ class ControlPlaneCollector:
         for name, last_seen in Host.objects.exclude(last_seen=None).values_list("name", "last_seen"):
             seen.add_metric([name], (now - last_seen).total_seconds())
         yield seen
+
+
+def _latest_per_campaign():
+    """Each campaign's latest finished run's judgement status (one correlated subquery)."""
+    latest = Run.objects.filter(campaign=OuterRef("campaign"), finished_at__isnull=False).order_by("-finished_at")
+    return Run.objects.filter(finished_at__isnull=False, pk=Subquery(latest.values("pk")[:1])).values_list(
+        "campaign__name", "summary__judgement__status"
+    )
 
 
 @login_not_required

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import re
 import time
 from datetime import timedelta
 
 import pytest
+import yaml
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
 from campaigns.models import Run
 from collectors.models import Host
 from tests.support.factories import mock_campaign
+from tests.support.processes import ROOT
 
 pytestmark = pytest.mark.django_db
 
@@ -47,3 +50,21 @@ def test_metrics_report_runs_transfers_bytes_and_collectors(client, settings):
     settings.STORAGEOPS_METRICS_TOKEN = "scrape-secret"
     assert client.get("/metrics").status_code == 401
     assert client.get("/metrics", HTTP_AUTHORIZATION="Bearer scrape-secret").status_code == 200
+
+
+def test_the_alert_rules_read_only_metrics_this_endpoint_serves(client):
+    campaign = mock_campaign("rules")
+    Run.objects.create(campaign=campaign, state="succeeded", finished_at=timezone.now(),
+                       summary={"judgement": {"status": "regressed"}})  # fmt: skip
+    Run.objects.create(campaign=campaign, state="running", stalled_since=timezone.now())
+    Host.objects.create(name="door9", last_seen=timezone.now())
+    values = samples(client.get("/metrics").content.decode())
+    assert values[("storageops_campaign_regressed", (("campaign", "rules"),))] == 1
+    assert values[("storageops_runs_stalled", ())] == 1
+    served = {name for name, _ in values}
+    rules = yaml.safe_load((ROOT / "deploy" / "prometheus" / "storageops-alerts.yml").read_text())
+    exprs = [rule["expr"] for group in rules["groups"] for rule in group["rules"]]
+    assert len(exprs) == 4
+    for expr in exprs:
+        named = set(re.findall(r"\bstorageops_[a-z_]+", expr))
+        assert named and named <= served, (expr, named - served)
