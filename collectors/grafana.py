@@ -45,12 +45,21 @@ def tags(event: Event) -> list[str]:
         out.append(f"run:{event.run_id}")
         if event.kind == "run_end":
             out.append(f"state:{event.run.state}")
+            if status := _judgement(event).get("status"):
+                out.append(f"judgement:{status}")
     return out
+
+
+def _judgement(event: Event) -> dict:
+    return (event.run.summary or {}).get("judgement") or {} if event.run_id else {}
 
 
 def annotation(event: Event) -> dict:
     """The annotation of an event in the shape of Grafana's POST /api/annotations."""
     data = {"time": _ms(event.time), "tags": tags(event), "text": event.summary}
+    if event.kind == "run_end" and (headline := _judgement(event).get("headline")):
+        # The run against its own history, where the dashboards are: "Throughput regressed 23 %…".
+        data["text"] = f"{event.summary}\n{headline}"
     if event.kind == "run_end" and event.run_id and event.run.started_at:
         data["time"] = _ms(event.run.started_at)
         data["timeEnd"] = _ms(event.run.finished_at or event.time)

@@ -99,6 +99,23 @@ def test_a_run_end_is_a_region_from_start_to_end(grafana_settings):
     assert body["time"] == int(start.timestamp() * 1000)
     assert body["timeEnd"] == int((start + timedelta(hours=1)).timestamp() * 1000)
     assert f"run:{run.pk}" in body["tags"] and "kind:run_end" in body["tags"]
+    assert body["text"] == "run ended" and not [t for t in body["tags"] if t.startswith("judgement:")]
+
+
+def test_a_judged_run_end_carries_its_judgement_to_grafana(grafana_settings):
+    from campaigns.models import Run
+
+    start = datetime(2026, 5, 4, 9, 0, tzinfo=UTC)
+    headline = "Throughput regressed 23 % against the median of 6 comparable runs."
+    run = Run.objects.create(
+        campaign=mock_campaign("judged-region"), started_at=start, finished_at=start + timedelta(hours=1),
+        summary={"judgement": {"status": "regressed", "headline": headline}},
+    )  # fmt: skip
+    with RecordingGrafana() as fake:
+        grafana_settings(fake.url)
+        grafana.push(log_event("run_end", "run ended", run=run, time=start + timedelta(hours=1)))
+    body = fake.requests[0]["body"]
+    assert body["text"] == f"run ended\n{headline}" and "judgement:regressed" in body["tags"]
 
 
 def test_transient_grafana_errors_are_retried(grafana_settings):
