@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import socket
+import time
+import warnings
 
 import pytest
 from django.contrib.auth.models import Group, User
@@ -25,6 +27,35 @@ class _NoDelayWSGIServer(ThreadedWSGIServer):
 
 
 LiveServerThread.server_class = _NoDelayWSGIServer
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _test_database_left_alone_at_the_end(django_db_setup, django_db_blocker):
+    """Before pytest-django drops the test database, let the sessions of processes a test just
+    stopped end (PostgreSQL closes a killed client's backend a moment later), and end any left:
+    a drop that found one left the database behind on every such run ("being accessed by
+    other users"), one more on the machine each time."""
+    yield
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        return
+    others = (
+        "SELECT pid, state, left(query, 120) FROM pg_stat_activity "
+        "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+    )
+    with django_db_blocker.unblock(), connection.cursor() as cursor:
+        deadline = time.monotonic() + 10
+        while True:
+            cursor.execute(others)
+            left = cursor.fetchall()
+            if not left or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        for pid, state, query in left:
+            # Named, so the test that left it can be found: its last statement says whose it was.
+            warnings.warn(f"ended a session left on the test database: pid {pid}, {state}, {query!r}", stacklevel=1)
+            cursor.execute("SELECT pg_terminate_backend(%s)", [pid])
 
 
 @pytest.fixture(autouse=True)
