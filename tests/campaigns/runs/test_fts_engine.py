@@ -308,7 +308,11 @@ def test_a_resumed_driver_takes_over_the_jobs_already_in_fts(xrootd_pair, fts):
     assert RunDriver(run.pk).drive() == RunState.SUCCEEDED
     run.refresh_from_db()
     assert (run.files_done, run.files_failed, run.files_skipped) == (8, 0, 0)
-    assert fts.submissions == 1 + 2  # the adopted job, then the 3 unsubmitted files in jobs of ≤ 2
+    # The adopted job is polled, not resubmitted; the 3 files it did not hold go in new jobs of at
+    # most the step's concurrency (2). How many jobs depends on how FTS's slots free up (two at
+    # one poll: 2 + 1; one at a time on a busy machine: 1 + 1 + 1), not on the rule.
+    later = [files for jid, files in fts.job_files.items() if jid != job_id]
+    assert sorted(len(f) for f in later) in ([1, 2], [1, 1, 1]) and fts.submissions == 1 + len(later)
     assert Transfer.objects.filter(run=run, fts_job_id=job_id).count() == 5
     assert all(f["file_state"] == "FINISHED" for f in fts.files.values()) and len(fts.files) == 8
 
