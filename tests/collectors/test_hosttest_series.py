@@ -38,7 +38,15 @@ def test_cold_reads_are_within_2x_of_direct_reads_and_warm_reads_are_flagged(tes
     ratio = statistics.median(r.read_bps for r in rows) / statistics.median(r.direct_read_bps for r in rows)
     print(f"cold read / direct read: {ratio:.2f}")
     assert 0.5 <= ratio <= 2.0, [(r.read_bps, r.direct_read_bps) for r in rows]
-    assert not any(r.cached for r in rows), [r.cached_reason for r in rows]
+    # A cold read may still come back flagged: on this virtual disk the hypervisor's cache can
+    # outrun twice the direct reads (2 of 5 once, under a stressed suite). What must hold is the
+    # rule: flagged exactly when faster than twice the median of the series' direct reads so far,
+    # with that evidence; and the median above keeps them a minority.
+    so_far = [statistics.median(r.direct_read_bps for r in rows[: i + 1]) for i in range(len(rows))]
+    assert [r.cached for r in rows] == [r.read_bps > 2 * d for r, d in zip(rows, so_far, strict=True)], [
+        r.cached_reason for r in rows
+    ]
+    assert all("the direct-I/O reads of this series" in r.cached_reason for r in rows if r.cached)
 
     warm = series(host, name="warm", cold=False, **common)
     rows = list(warm.results.order_by("index"))
