@@ -36,9 +36,10 @@ def send(subscription: Subscription, kind: str, subject: str, body: str, *, camp
     )
     delivery = Delivery(subscription=subscription, kind=kind, campaign=campaign, run=run, subject=subject[:300],
                         body=body)  # fmt: skip
-    if kind != AlertKind.TEST and subscription.min_interval_minutes and recent.exists():
+    held_by = recent.first() if kind != AlertKind.TEST and subscription.min_interval_minutes else None
+    if held_by is not None:
         delivery.state = Delivery.State.SUPPRESSED
-        delivery.outcome = {"held_back_by": recent.first().pk}
+        delivery.outcome = {"held_back_by": held_by.pk}
         delivery.save()
         return delivery
     outcome = {}

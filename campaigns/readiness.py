@@ -8,6 +8,7 @@ read-only destination exactly the steps that write there fail.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import tempfile
@@ -19,11 +20,13 @@ from pathlib import Path
 
 from celery import current_app
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from campaigns.models import Endpoint, ReadinessCheck
 from campaigns.runs.engines.base import CopyJob, CopyOptions, EndpointCredentials
 from campaigns.runs.engines.gfal2_engine import Gfal2Copier
+from campaigns.runs.executors.copies import endpoint_credentials
 from campaigns.runs.planning import endpoint_folder_url
 
 PROBE_BYTES = 1024 * 1024
@@ -123,9 +126,11 @@ def start(endpoint: Endpoint, peer: Endpoint | None = None, *, user=None) -> Rea
 
 def unchecked(endpoints: list[Endpoint]) -> list[Endpoint]:
     """The endpoints among these that never passed a readiness check (on their own or in a pair)."""
-    passed = set(
-        ReadinessCheck.objects.filter(state=ReadinessCheck.State.PASSED).values_list("endpoint_id", flat=True)
-    ) | set(ReadinessCheck.objects.filter(state=ReadinessCheck.State.PASSED).values_list("peer_id", flat=True))
+    ids = [ep.pk for ep in endpoints]
+    pairs = ReadinessCheck.objects.filter(state=ReadinessCheck.State.PASSED).filter(
+        Q(endpoint__in=ids) | Q(peer__in=ids)
+    )
+    passed = {pk for pair in pairs.values_list("endpoint_id", "peer_id") for pk in pair}
     return [ep for ep in endpoints if ep.pk not in passed and ep.protocol != "mock"]
 
 
@@ -135,30 +140,22 @@ CopierFactory = Callable[[CopyOptions, list[EndpointCredentials]], Gfal2Copier]
 def run_check(check: ReadinessCheck, copier_factory: CopierFactory = Gfal2Copier) -> ReadinessCheck:
     """Run every step of `check` now, saving its record after each step (the page follows it)."""
     endpoints = [check.endpoint, *([check.peer] if check.peer_id else [])]
-    credentials = [
-        EndpointCredentials(url=ep.url, bearer_token=ep.bearer_token, x509_proxy=ep.x509_proxy, ca_dir=ep.ca_dir)
-        for ep in endpoints
-    ]
+    credentials = endpoint_credentials(endpoints)
     steps = plan(check)
-    check.state, check.started_at, check.steps = (
-        ReadinessCheck.State.RUNNING,
-        timezone.now(),
-        [asdict(s) for s in steps],
-    )
+    check.state, check.started_at = ReadinessCheck.State.RUNNING, timezone.now()
+    check.steps = [asdict(s) for s in steps]
     check.save(update_fields=["state", "started_at", "steps", "last_updated"])
     data = os.urandom(PROBE_BYTES)
     with tempfile.TemporaryDirectory(prefix="storageops-readiness-") as scratch:
         local = Path(scratch) / "probe"
         local.write_bytes(data)
         runner = _Runner(copier_factory, credentials, data, local, Path(scratch))
-        outcome: dict[str, str] = {}
         for i, step in enumerate(steps):
-            waiting = [s for s in steps if s.key in step.needs and outcome.get(s.key) != "passed"]
+            waiting = [s for s in steps[:i] if s.key in step.needs and s.state != "passed"]
             if waiting:
                 step.state, step.message = "skipped", f"Not run: {waiting[0].title} did not pass."
             else:
                 runner.run(step)
-            outcome[step.key] = step.state
             check.steps[i] = asdict(step)
             check.save(update_fields=["steps", "last_updated"])
         runner.remove_folders(steps)
@@ -246,14 +243,12 @@ class _Runner:
         raise OSError(0, "the storage still lists the file after deleting it")
 
     def remove_folders(self, steps: list[Step]) -> None:
-        """The check's own folder on each endpoint, best effort: its files are the steps' business."""
-        folders = {s.destination.rsplit("/", 1)[0] for s in steps if s.operation == "upload"}
-        folders |= {s.destination.rsplit("/", 1)[0] for s in steps if s.operation == "tpc"}
-        for folder in folders:
-            try:
+        """The check's own folder on each endpoint, best effort: its files are the steps' business.
+        A copy lands in its destination's folder, which that endpoint's upload also wrote to."""
+        for folder in {s.destination.rsplit("/", 1)[0] for s in steps if s.operation == "upload"}:
+            # If it stays (not empty, or a plugin without rmdir), the page names it by the check's id.
+            with contextlib.suppress(OSError):
                 self.copier().remove_folder(folder)
-            except OSError:
-                pass  # left for the site's own clean-up: it is named on the page with the check's id
 
 
 def _job(source: str, destination: str, checksum: str = "") -> CopyJob:

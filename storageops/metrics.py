@@ -53,8 +53,7 @@ class ControlPlaneCollector:
             "storageops_campaign_regressed", "1 when a campaign's latest finished run regressed against its history.",
             labels=["campaign"],
         )  # fmt: skip
-        latest = _latest_per_campaign()
-        for name, status in latest:
+        for name, status in _latest_per_campaign():
             regressed.add_metric([name], 1 if status == "regressed" else 0)
         yield regressed
 

@@ -211,7 +211,6 @@ CELERY_RESULT_EXPIRES = 24 * 3600
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TIMEZONE = TIME_ZONE
-# A prefix keeps deployments (or test sessions) that share one broker out of each other's queues.
 # Alerts (alerts app): mail through this SMTP server; links in alerts start with the base URL.
 EMAIL_HOST = env_str("STORAGEOPS_EMAIL_HOST", "localhost")
 EMAIL_PORT = env_int("STORAGEOPS_EMAIL_PORT", 25, minimum=1, maximum=65535)
@@ -219,6 +218,7 @@ EMAIL_TIMEOUT = 10
 DEFAULT_FROM_EMAIL = env_str("STORAGEOPS_EMAIL_FROM", "storageops@localhost")
 STORAGEOPS_BASE_URL = env_str("STORAGEOPS_BASE_URL", "").rstrip("/")
 
+# A prefix keeps deployments (or test sessions) that share one broker out of each other's queues.
 STORAGEOPS_QUEUE_PREFIX = env_str("STORAGEOPS_QUEUE_PREFIX", "")
 STORAGEOPS_CONTROL_QUEUE = f"{STORAGEOPS_QUEUE_PREFIX}control"
 STORAGEOPS_TRANSFERS_QUEUE = f"{STORAGEOPS_QUEUE_PREFIX}transfers"

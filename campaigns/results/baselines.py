@@ -22,12 +22,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db.models import Q
-
 from campaigns.choices import ErrorCategory, RunState
 from campaigns.models import Run
+from campaigns.results.disturbance import touching
 from campaigns.results.parameters import parameters
-from campaigns.results.scope import run_scope, run_window
+from campaigns.results.scope import run_window
 from collectors.choices import DISTURBING_KINDS
 from collectors.models import Event
 
@@ -84,6 +83,9 @@ FIGURES = (
         "fraction",
     ),
 )
+
+
+_RANK = {f.key: i for i, f in enumerate(FIGURES)}
 
 
 def _figures(summary: dict) -> dict[str, tuple[Figure, float]]:
@@ -170,17 +172,14 @@ def suspects(run: Run, since: datetime) -> list[dict]:
     newest first: what changed since the door was last seen within its band."""
     window = run_window(run)
     until = window[1] if window else (run.finished_at or run.created)
-    scope = run_scope(run)
-    touches = Q(host__in=scope.hosts) | Q(backend__in=scope.backends) | Q(endpoint__in=scope.endpoints)
-    site_wide = Q(host__isnull=True, backend__isnull=True, endpoint__isnull=True, run__isnull=True)
     events = (
-        Event.objects.filter(touches | site_wide, kind__in=DISTURBING_KINDS, time__gt=since, time__lte=until)
+        Event.objects.filter(touching(run), kind__in=DISTURBING_KINDS, time__gt=since, time__lte=until)
         .select_related("host", "backend", "endpoint")
         .order_by("-time")[:SUSPECTS]
     )
     return [
         {"event": e.pk, "time": e.time.isoformat(), "kind": e.kind, "summary": e.summary,
-         "where": (e.host or e.endpoint or e.backend).name if (e.host or e.endpoint or e.backend) else "site"}
+         "where": where.name if (where := e.host or e.endpoint or e.backend) else "site"}
         for e in events
     ]  # fmt: skip
 
@@ -190,10 +189,7 @@ def _headline(judged: dict, notable: list[dict]) -> str:
     if not notable:
         return f"Within the band of its {n} comparable runs on every figure."
     # The figure a site watches first leads (throughput before copy times and rates), then the largest change.
-    order = [f.key for f in FIGURES]
-    worst = min(
-        notable, key=lambda f: (order.index(f["key"]) if f["key"] in order else len(order), -abs(f["change"] or 0))
-    )
+    worst = min(notable, key=lambda f: (_RANK.get(f["key"], len(_RANK)), -abs(f["change"] or 0)))
     change = f"{abs(worst['change']) * 100:.0f} %" if worst["change"] is not None else "off its band"
     word = "regressed" if judged["status"] == "regressed" else "better"
     text = f"{worst['label'].capitalize()} {word} {change} against the median of {n} comparable runs"

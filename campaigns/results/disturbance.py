@@ -29,14 +29,18 @@ def scope_events(run: Run, margin: timedelta = timedelta(0), kinds: tuple | None
     window = run_window(run)
     if window is None:
         return Event.objects.none()
-    scope = run_scope(run)
-    site_wide = Q(host__isnull=True, backend__isnull=True, endpoint__isnull=True, run__isnull=True)
-    touches = Q(host__in=scope.hosts) | Q(backend__in=scope.backends) | Q(endpoint__in=scope.endpoints) | site_wide
-    in_window = Q(time__gte=window[0] - margin, time__lte=window[1] + margin) & touches
+    in_window = Q(time__gte=window[0] - margin, time__lte=window[1] + margin) & touching(run)
     # Without a kind filter the run's own start and end count too: they are logged a moment
     # outside its window.
     selected = in_window & Q(kind__in=kinds) if kinds is not None else in_window | Q(run=run)
     return Event.objects.filter(selected).select_related("host", "backend", "endpoint").order_by("time")
+
+
+def touching(run: Run) -> Q:
+    """Events of the run's hosts, backends or endpoints, and site-wide ones."""
+    scope = run_scope(run)
+    site_wide = Q(host__isnull=True, backend__isnull=True, endpoint__isnull=True, run__isnull=True)
+    return Q(host__in=scope.hosts) | Q(backend__in=scope.backends) | Q(endpoint__in=scope.endpoints) | site_wide
 
 
 def disturbing_events(run: Run, margin: timedelta = timedelta(0)) -> QuerySet[Event]:

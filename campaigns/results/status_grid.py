@@ -22,7 +22,7 @@ class Cell:
 
 
 def grid() -> dict:
-    """{"campaigns": [names], "backends": [names], "cells": {(backend, campaign): Cell}}."""
+    """{"campaigns": [names], "rows": [(backend, [(campaign, Cell or None, colour class)])]}."""
     latest = (
         Run.objects.filter(finished_at__isnull=False)
         .order_by("-finished_at")
@@ -33,11 +33,12 @@ def grid() -> dict:
     for pk, state, finished_at, campaign, destinations, status, headline in latest:
         for backend in sorted({d.get("backend_name") or "" for d in destinations or []} - {""}):
             cells.setdefault((backend, campaign), Cell(pk, state, status or "", headline or "", finished_at))
-    return {
-        "campaigns": sorted({c for _, c in cells}),
-        "backends": sorted({b for b, _ in cells}),
-        "cells": cells,
-    }
+    campaigns = sorted({c for _, c in cells})
+    rows = [
+        (backend, [(campaign, cell := cells.get((backend, campaign)), cell_class(cell)) for campaign in campaigns])
+        for backend in sorted({b for b, _ in cells})
+    ]
+    return {"campaigns": campaigns, "rows": rows}
 
 
 def cell_class(cell: Cell | None) -> str:

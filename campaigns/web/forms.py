@@ -244,5 +244,4 @@ class ReadinessForm(forms.Form):
 
     def __init__(self, *args, endpoint: Endpoint, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.endpoint = endpoint
         self.fields["peer"].queryset = self.fields["peer"].queryset.exclude(pk=endpoint.pk)

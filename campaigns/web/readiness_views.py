@@ -19,12 +19,9 @@ from campaigns.web.forms import ReadinessForm
 def readiness_start(request: HttpRequest, pk: int) -> HttpResponse:
     endpoint = get_object_or_404(Endpoint, pk=pk)
     form = ReadinessForm(request.POST, endpoint=endpoint)
-    if not form.is_valid():
-        for errors in form.errors.values():
-            for message in errors:
-                messages.error(request, f"Cannot check {endpoint.name}: {message}")
-        return redirect(endpoint)
     try:
+        if not form.is_valid():
+            raise ValidationError([m for errors in form.errors.values() for m in errors])
         check = readiness.start(endpoint, form.cleaned_data.get("peer"), user=request.user)
     except ValidationError as exc:
         for message in exc.messages:

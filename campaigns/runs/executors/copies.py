@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
+from collections.abc import Iterable
 
 from campaigns.choices import CampaignKind
 from campaigns.models import Endpoint, Run
@@ -35,13 +36,18 @@ DEADLINE_CHECK_SECONDS = 0.5
 START_TOGETHER_WAIT = 1.0
 
 
+def endpoint_credentials(endpoints: Iterable[Endpoint]) -> list[EndpointCredentials]:
+    """The secrets gfal2 needs per endpoint, read from the database (never from a snapshot)."""
+    return [
+        EndpointCredentials(url=ep.url, bearer_token=ep.bearer_token, x509_proxy=ep.x509_proxy, ca_dir=ep.ca_dir)
+        for ep in endpoints
+    ]
+
+
 def build_copier(snapshot: dict) -> Gfal2Copier:
     """The gfal2 engine for a run; secrets are read from the database now, never from the snapshot."""
     ids = {ep["id"] for ep in [*snapshot["sources"], *snapshot["destinations"]]}
-    credentials = [
-        EndpointCredentials(url=ep.url, bearer_token=ep.bearer_token, x509_proxy=ep.x509_proxy, ca_dir=ep.ca_dir)
-        for ep in Endpoint.objects.filter(pk__in=ids)
-    ]
+    credentials = endpoint_credentials(Endpoint.objects.filter(pk__in=ids))
     spec = RunSpec.from_snapshot(snapshot)
     engine = Gfal2Checksummer if spec.kind == CampaignKind.CHECKSUM_LOAD else Gfal2Copier
     return engine(CopyOptions.from_spec(spec), credentials)
