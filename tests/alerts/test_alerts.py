@@ -3,12 +3,7 @@ starts on loopback ports, the rate limit holding back a repeat, a broken channel
 
 from __future__ import annotations
 
-import asyncore
-import json
-import smtpd
-import threading
 from datetime import timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from django.utils import timezone
@@ -18,6 +13,7 @@ from alerts.models import Delivery, Subscription
 from campaigns import runs
 from campaigns.results import baselines
 from collectors.events import log_event
+from tests.support.alert_servers import smtp_server, webhook_server
 from tests.support.factories import mock_campaign
 from tests.support.ports import free_port
 
@@ -25,48 +21,19 @@ pytestmark = pytest.mark.django_db
 MB = 1_000_000
 
 
-class _Mailbox(smtpd.SMTPServer):
-    def __init__(self, port: int) -> None:
-        super().__init__(("127.0.0.1", port), None, decode_data=True)
-        self.messages: list[tuple[str, list[str], str]] = []
-
-    def process_message(self, peer, mailfrom, rcpttos, data, **kwargs):
-        self.messages.append((mailfrom, rcpttos, data))
-
-
 @pytest.fixture
 def mailbox(settings):
-    port = free_port()
-    server = _Mailbox(port)
-    thread = threading.Thread(target=asyncore.loop, kwargs={"timeout": 0.1, "map": server._map}, daemon=True)
-    thread.start()
-    settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
-    settings.EMAIL_HOST, settings.EMAIL_PORT = "127.0.0.1", port
-    settings.STORAGEOPS_BASE_URL = "https://storageops.example.org"
-    yield server
-    server.close()
-    thread.join(timeout=5)
+    with smtp_server() as server:
+        settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+        settings.EMAIL_HOST, settings.EMAIL_PORT = "127.0.0.1", server.port
+        settings.STORAGEOPS_BASE_URL = "https://storageops.example.org"
+        yield server
 
 
 @pytest.fixture
 def webhook():
-    received: list[dict] = []
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self):
-            received.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
-            self.send_response(200)
-            self.end_headers()
-
-        def log_message(self, *args):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/hooks/storageops", received
-    server.shutdown()
-    server.server_close()
+    with webhook_server() as hook:
+        yield hook.url, hook.received
 
 
 def _finished(campaign, at, throughput, **fields):

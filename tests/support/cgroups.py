@@ -31,6 +31,10 @@ class CpuGroup:
         """Move a process, all its threads with it, into the group."""
         (self.path / "cgroup.procs").write_text(f"{pid}\n")
 
+    def set_quota(self, quota_cores: float | None) -> None:
+        """Give the group another share of a core (None: no quota); its processes feel it at once."""
+        (self.path / "cpu.cfs_quota_us").write_text(f"{_quota_us(quota_cores)}\n")
+
     def pids(self) -> list[int]:
         return [int(p) for p in (self.path / "cgroup.procs").read_text().split()]
 
@@ -67,6 +71,10 @@ def _release(group: Path) -> None:
     group.rmdir()
 
 
+def _quota_us(quota_cores: float | None) -> int:
+    return -1 if quota_cores is None else max(int(quota_cores * PERIOD_US), 1000)
+
+
 @contextlib.contextmanager
 def cpu_cgroup(name: str, quota_cores: float | None = None, shares: int = 1024) -> Iterator[CpuGroup]:
     """A cpu cgroup allowed ``quota_cores`` of one core (None: no quota) with ``shares``.
@@ -84,8 +92,7 @@ def cpu_cgroup(name: str, quota_cores: float | None = None, shares: int = 1024) 
         pytest.skip(f"needs a writable cgroup v1 cpu controller: cannot create {path}: {exc}")
     try:
         (path / "cpu.cfs_period_us").write_text(f"{PERIOD_US}\n")
-        quota = -1 if quota_cores is None else max(int(quota_cores * PERIOD_US), 1000)
-        (path / "cpu.cfs_quota_us").write_text(f"{quota}\n")
+        (path / "cpu.cfs_quota_us").write_text(f"{_quota_us(quota_cores)}\n")
         (path / "cpu.shares").write_text(f"{shares}\n")
         yield CpuGroup(path)
     finally:

@@ -109,7 +109,10 @@ def test_the_band_has_a_floor_when_the_history_agrees_to_the_byte():
     assert baselines.band([100.0, 100.0, 100.0]) == {"median": 100.0, "sigma": 0.0, "low": 95.0, "high": 105.0}
     assert baselines.band([0.0, 0.0, 0.0], is_rate=True)["high"] == 0.01
     wide = baselines.band([90.0, 100.0, 110.0, 100.0, 95.0])
-    assert wide["median"] == 100.0 and wide["high"] - 100.0 == pytest.approx(3 * 1.4826 * 5.0)
+    # Five runs: Student's t for 4 degrees of freedom, widened for one more run (99 %).
+    assert wide["median"] == 100.0 and wide["high"] - 100.0 == pytest.approx(4.604 * (1.2**0.5) * 1.4826 * 5.0)
+    # The fewer the runs, the wider the band for the same spread.
+    assert baselines.band_sigmas(3) > 2 * baselines.band_sigmas(10) > 6
 
 
 @pytest.mark.django_db(transaction=True)

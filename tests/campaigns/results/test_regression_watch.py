@@ -1,0 +1,193 @@
+"""Regression watch end to end, on real parts: a campaign's scheduled runs on a real XRootD door,
+then the door slowed for real and the change logged. The run after it must be judged regressed
+on its throughput with the change named as suspect, and the storage team told by mail (a real
+SMTP server) and by webhook (a real HTTP server); the runs before it stay within their band.
+
+The campaign streams a fixed set of files over davs from one door to the watched one and
+checksums both ends: the watched door writes and checksums new files, the work Lancaster's
+gateways were limited by (over root://, XrdCl rounds every copy up to its 2.5 s poll, which would
+hide the door). The watched door runs in a cgroup of its own given a third of a core with shares
+far above every other process', so it gets exactly that however busy the machine is, and
+"slowed" is that quota lowered to a fifteenth of a core: the same door, the same files, a fifth
+of the CPU time. The
+source door, the test process and the worker it starts get high shares too, so neither the
+reads nor the client's turn-round wander with the machine's load.
+
+Beat's firing of schedules is test_schedule_beat's (it waits for minute boundaries): here the
+worker gets the very message beat sends (campaigns.scheduled_start with its due time) as soon as
+the previous run ended, so seven scheduled runs take a minute and a half, not seven minutes.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+
+import pytest
+from celery import current_app
+from django.utils import timezone
+
+from alerts.models import AlertKind, Delivery, Subscription
+from campaigns.choices import FINAL_RUN_STATES
+from campaigns.models import CampaignSchedule, Run, Transfer
+from campaigns.runs import scheduling
+from collectors.events import log_event
+from collectors.models import Host
+from devsite.xrootd_server import XRootDServer
+from tests.support.alert_servers import smtp_server, webhook_server
+from tests.support.cgroups import cpu_cgroup
+from tests.support.factories import campaign, endpoint
+from tests.support.sparse import has_tmpfs, sparse_sources, tmpfs_dir
+from tests.support.workers import celery_worker
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+
+SIZE = 16 * 1024 * 1024
+FILES = 16  # a night's fixed amount of work: a run that copied every file succeeded
+QUOTA_CORES = 1 / 3
+SLOWED_CORES = 1 / 15
+SHARES = 16384
+HISTORY = 6
+
+
+@pytest.fixture
+def scratch():
+    if not has_tmpfs():
+        pytest.skip("needs a tmpfs at /dev/shm for the sparse files")
+    with tmpfs_dir("storageops-watch") as base:
+        yield base
+
+
+def scheduled_run(schedule: CampaignSchedule, worker, timeout: float = 120) -> Run:
+    """Send beat's message for a start due now; wait for the run it starts to end."""
+    before = set(Run.objects.filter(campaign=schedule.campaign).values_list("pk", flat=True))
+    due = timezone.now().replace(microsecond=0)
+    current_app.send_task("campaigns.scheduled_start", args=[schedule.pk], kwargs={"due_at": due.isoformat()})
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert worker.returncode is None, worker.log_text()[-3000:]
+        run = Run.objects.filter(campaign=schedule.campaign).exclude(pk__in=before).first()
+        if run is not None and run.state in FINAL_RUN_STATES:
+            return run
+        time.sleep(0.3)
+    raise AssertionError(f"no scheduled run ended within {timeout} s\n{worker.log_text()[-3000:]}")
+
+
+def wait_for(check, timeout: float = 30):
+    deadline = time.monotonic() + timeout
+    while not (found := check()) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return found
+
+
+def figures(run: Run) -> dict[str, dict]:
+    return {f["key"]: f for f in run.summary["judgement"]["figures"]}
+
+
+def test_scheduled_runs_within_band_then_a_slowed_door_is_judged_regressed_and_alerted(scratch, log_dir, test_ca):
+    source = XRootDServer("night-src", scratch / "s", workdir=scratch / "sr", https=test_ca)
+    door = XRootDServer("night-dst", scratch / "d", workdir=scratch / "dr", https=test_ca)
+    creds = {"bearer_token": "storageops-test", "ca_dir": str(test_ca.ca_dir)}
+    with (
+        smtp_server() as mailbox,
+        webhook_server() as hook,
+        cpu_cgroup("source", shares=SHARES) as source_group,
+        cpu_cgroup("watched", quota_cores=QUOTA_CORES, shares=SHARES) as door_group,
+        cpu_cgroup("harness", shares=SHARES) as harness,
+    ):
+        harness.add(os.getpid())  # and the worker started below, which inherits it
+        worker = None
+        try:
+            for server, group in ((source, source_group), (door, door_group)):
+                server.start()
+                group.add(server.pid)
+            sparse_sources(source, "nightly", FILES, SIZE)
+            host = Host.objects.create(name="watched-door")
+            dst = endpoint("watched-door", door.davs_url_for("/data/"), **creds)
+            dst.hosts.set([host])
+            nightly = campaign(
+                "nightly-writes", [endpoint("night-src", source.davs_url_for("/data/"), **creds)], [dst],
+                file_count=FILES, file_size=SIZE, source_path="nightly", tpc_mode="streamed",
+                checksum_mode="both", concurrency_steps=[4], timeout=60,
+            )  # fmt: skip
+            nightly.full_clean()
+            schedule = scheduling.save_schedule(CampaignSchedule(campaign=nightly, kind="interval", interval_minutes=1))
+            Subscription.objects.create(
+                name="storage team", campaign=nightly, email="storage@site.example", webhook_url=hook.url,
+                kinds=[AlertKind.REGRESSION, AlertKind.RUN_FAILED],
+            )  # fmt: skip
+            worker = celery_worker(
+                log_dir, STORAGEOPS_EMAIL_HOST="127.0.0.1", STORAGEOPS_EMAIL_PORT=str(mailbox.port),
+                STORAGEOPS_BASE_URL="https://storageops.site.example",
+            )  # fmt: skip
+            worker.wait_for_log("ready.", timeout=60)
+
+            history = [scheduled_run(schedule, worker) for _ in range(HISTORY)]
+            # The door slowed for real, and the change logged the way an operator logs it.
+            door_group.set_quota(SLOWED_CORES)
+            change = log_event(
+                "config_change", "xrootd on watched-door confined to 1/15 of a core (was 1/3)",
+                host=host, source="operator", who="ops-on-duty",
+            )  # fmt: skip
+            slowed = scheduled_run(schedule, worker)
+            # The alert task runs after the run's end is committed: wait for its delivery.
+            delivered = wait_for(lambda: list(Delivery.objects.filter(kind=AlertKind.REGRESSION)))
+            wait_for(lambda: mailbox.messages and hook.received, timeout=10)
+        finally:
+            if worker is not None:
+                worker.stop()
+            for server in (source, door):
+                server.stop()
+
+    throughputs = [r.summary["total"]["throughput_bps"] for r in history]
+    median = statistics.median(throughputs)
+    noise = max(abs(t - median) for t in throughputs) / median
+    drop = 1 - slowed.summary["total"]["throughput_bps"] / median
+    report = (
+        f"history {[round(t / 1e6) for t in throughputs]} MB/s (largest deviation from the median {noise:.1%}); "
+        f"slowed {slowed.summary['total']['throughput_bps'] / 1e6:.0f} MB/s ({drop:.0%} less)\n"
+        + "\n".join(
+            f"run {r.pk}: {r.state} {r.summary['total'].get('files_ok')} ok {r.summary['total'].get('errors')} "
+            f"{r.stop_reason} {r.summary['judgement']['headline']}"
+            for r in [*history, slowed]
+        )
+    )
+    failures = Transfer.objects.filter(run__campaign=history[0].campaign, state="failed")
+    report += "".join(f"\n{t.run_id} {t.source} {t.duration} {t.error_category}: {t.error_message}" for t in failures)
+    print(report)
+    assert [r.trigger for r in [*history, slowed]] == ["schedule"] * (HISTORY + 1), report
+    assert all(r.state == "succeeded" and not r.disturbed for r in [*history, slowed]), report
+    # The slowdown must stand well out of the noise this very test measured, or it proves nothing.
+    assert drop > 2 * noise, report
+
+    # The first three have no history to be judged by; the next three are within their band.
+    statuses = [r.summary["judgement"]["status"] for r in history]
+    assert statuses == ["no_baseline"] * 3 + ["within"] * 3, report
+    for run in history[3:]:
+        assert all(f["status"] == "within" for f in figures(run).values()), report
+
+    judged = slowed.summary["judgement"]
+    assert judged["status"] == "regressed", report
+    assert judged["baseline_runs"] == [r.pk for r in reversed(history)]
+    throughput = figures(slowed)["throughput"]
+    assert throughput["status"] == "regressed" and throughput["value"] < throughput["low"], report
+    assert throughput["change"] == pytest.approx(-drop, abs=0.01)
+    # The copy times grew the other way, and are named regressed too.
+    assert figures(slowed)["duration_p95"]["status"] == "regressed", report
+    assert judged["headline"].startswith(f"Throughput regressed {drop * 100:.0f} % against the median of 6"), report
+    assert [s["event"] for s in judged["suspects"]] == [change.pk], report
+    assert "config change on watched-door at" in judged["headline"]
+
+    # Told once, by mail and by webhook, about this run only: the six before alerted nobody.
+    assert [(d.run_id, d.state, d.outcome) for d in delivered] == [
+        (slowed.pk, Delivery.State.SENT, {"email": "ok", "webhook": "ok"})
+    ]
+    [(_, to, message)] = mailbox.messages
+    assert to == ["storage@site.example"] and f"Subject: [StorageOps] {slowed} regressed" in message
+    assert judged["headline"] in message
+    assert "config_change on watched-door: xrootd on watched-door confined to 1/15 of a core" in message
+    assert f"https://storageops.site.example/campaigns/runs/{slowed.pk}/" in message
+    [payload] = hook.received
+    assert payload["text"].startswith(f"**{slowed} regressed**\nThroughput regressed")
+    assert payload["props"] == {"kind": "regression"}
