@@ -22,20 +22,23 @@ log = logging.getLogger(__name__)
 WEBHOOK_TIMEOUT = 10.0
 
 
-def notify(kind: str, subject: str, body: str, *, campaign=None, run=None) -> list[Delivery]:
-    """One delivery per active subscription of `kind` for `campaign` (or for every campaign)."""
+def notify(kind: str, subject: str, body: str, *, campaign=None, run=None, host=None) -> list[Delivery]:
+    """One delivery per active subscription of `kind` for `campaign` (or for every campaign; an
+    alert about a host, with no campaign, goes to the site-wide subscriptions)."""
     wanted = Subscription.objects.filter(active=True).filter(Q(campaign__isnull=True) | Q(campaign=campaign))
-    return [send(s, kind, subject, body, campaign=campaign, run=run) for s in wanted if kind in s.kinds]
+    return [send(s, kind, subject, body, campaign=campaign, run=run, host=host) for s in wanted if kind in s.kinds]
 
 
-def send(subscription: Subscription, kind: str, subject: str, body: str, *, campaign=None, run=None) -> Delivery:
-    """Send now unless the same kind about the same campaign went out within the interval."""
+def send(
+    subscription: Subscription, kind: str, subject: str, body: str, *, campaign=None, run=None, host=None
+) -> Delivery:
+    """Send now unless the same kind about the same campaign (or host) went out within the interval."""
     since = timezone.now() - timedelta(minutes=subscription.min_interval_minutes)
     recent = Delivery.objects.filter(
-        subscription=subscription, kind=kind, campaign=campaign, state=Delivery.State.SENT, time__gte=since
+        subscription=subscription, kind=kind, campaign=campaign, host=host, state=Delivery.State.SENT, time__gte=since
     )
-    delivery = Delivery(subscription=subscription, kind=kind, campaign=campaign, run=run, subject=subject[:300],
-                        body=body)  # fmt: skip
+    delivery = Delivery(subscription=subscription, kind=kind, campaign=campaign, run=run, host=host,
+                        subject=subject[:300], body=body)  # fmt: skip
     held_by = recent.first() if kind != AlertKind.TEST and subscription.min_interval_minutes else None
     if held_by is not None:
         delivery.state = Delivery.State.SUPPRESSED

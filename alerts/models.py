@@ -14,11 +14,12 @@ class AlertKind(models.TextChoices):
     REGRESSION = "regression", "a run judged regressed against its history"
     RUN_FAILED = "run_failed", "a scheduled run that ended partial or failed"
     STALL = "stall", "a run whose copies stopped finishing"
+    COLLECTOR_SILENT = "collector_silent", "a host's collector gone silent"
     TEST = "test", "a test alert"
 
 
 def default_kinds() -> list[str]:
-    return [AlertKind.REGRESSION, AlertKind.RUN_FAILED, AlertKind.STALL]
+    return [AlertKind.REGRESSION, AlertKind.RUN_FAILED, AlertKind.STALL, AlertKind.COLLECTOR_SILENT]
 
 
 def validate_kinds(value: object) -> None:
@@ -33,7 +34,7 @@ class Subscription(BaseModel):
     name = models.CharField(max_length=100, unique=True)
     campaign = models.ForeignKey(
         "campaigns.Campaign", null=True, blank=True, on_delete=models.CASCADE, related_name="alert_subscriptions",
-        help_text="Empty: every campaign.",
+        help_text="Empty: every campaign, and the site's collectors.",
     )  # fmt: skip
     kinds = models.JSONField(default=default_kinds, validators=[validate_kinds])
     email = models.EmailField(blank=True, help_text="Sent through Django's mail settings (STORAGEOPS_EMAIL_*).")
@@ -71,6 +72,7 @@ class Delivery(models.Model):
     kind = models.CharField(max_length=20, choices=AlertKind.choices)
     campaign = models.ForeignKey("campaigns.Campaign", null=True, blank=True, on_delete=models.SET_NULL)
     run = models.ForeignKey("campaigns.Run", null=True, blank=True, on_delete=models.SET_NULL)
+    host = models.ForeignKey("collectors.Host", null=True, blank=True, on_delete=models.SET_NULL)
     time = models.DateTimeField(auto_now_add=True, db_index=True)
     subject = models.CharField(max_length=300)
     body = models.TextField()

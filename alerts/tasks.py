@@ -16,3 +16,8 @@ def run_finished(run_id: int) -> int:
 @shared_task(name="alerts.run_stalled", ignore_result=True, soft_time_limit=120, time_limit=150)
 def run_stalled(run_id: int, summary: str) -> int:
     return len(triggers.run_stalled(Run.objects.select_related("campaign").get(pk=run_id), summary))
+
+
+@shared_task(name="alerts.collectors_silent", ignore_result=True, soft_time_limit=50, time_limit=60)
+def collectors_silent() -> int:
+    return len(triggers.collectors_silent())

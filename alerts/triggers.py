@@ -1,13 +1,17 @@
 """What deserves an alert: a finished run that regressed against its history, a scheduled run
-that did not finish every transfer, a stall."""
+that did not finish every transfer, a stall, a host's collector gone silent."""
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
+
 from django.conf import settings
+from django.utils import timezone
 
 from alerts import delivery
-from alerts.models import AlertKind
+from alerts.models import AlertKind, Delivery
 from campaigns.models import Run
+from collectors.models import Host
 
 
 def _link(run: Run) -> str:
@@ -40,3 +44,23 @@ def run_stalled(run: Run, summary: str) -> list:
     return delivery.notify(
         AlertKind.STALL, f"{run} stalled", f"{summary}\n{_link(run)}", campaign=run.campaign, run=run
     )
+
+
+def collectors_silent(now: datetime | None = None) -> list:
+    """One alert per host whose collector went silent, until it is heard again: a door without
+    its collector loses its metrics on the run pages, and its restarts go unlogged. Hosts never
+    heard from (no collector deployed yet) are not alerted."""
+    now = now or timezone.now()
+    silent_for = timedelta(seconds=settings.STORAGEOPS_COLLECTOR_SILENT_SECONDS)
+    sent = []
+    for host in Host.objects.filter(last_seen__lt=now - silent_for):
+        if Delivery.objects.filter(kind=AlertKind.COLLECTOR_SILENT, host=host, time__gte=host.last_seen).exists():
+            continue  # this silence was told already
+        minutes = (now - host.last_seen).total_seconds() / 60
+        body = (
+            f"No sample from the collector on {host.name} for {minutes:.0f} min (last at "
+            f"{host.last_seen:%Y-%m-%d %H:%M:%S} UTC): runs on its doors lose their host metrics, and its "
+            f"restarts and config changes go unlogged.\n{settings.STORAGEOPS_BASE_URL}{host.get_absolute_url()}"
+        )
+        sent += delivery.notify(AlertKind.COLLECTOR_SILENT, f"Collector on {host.name} silent", body, host=host)
+    return sent

@@ -7,6 +7,7 @@ urlpatterns = [
     path("", views.CampaignListView.as_view(), name="campaign_list"),
     path("new/", views.campaign_create, name="campaign_create"),
     path("<int:pk>/", views.CampaignDetailView.as_view(), name="campaign_detail"),
+    path("<int:pk>/history.json", views.campaign_history_data, name="campaign_history"),
     path("<int:pk>/schedule/", views.campaign_schedule, name="campaign_schedule"),
     path("<int:pk>/edit/", views.campaign_edit, name="campaign_edit"),
     path("<int:pk>/clone/", views.campaign_clone, name="campaign_clone"),

@@ -11,6 +11,7 @@ BUILTIN = (
     ("StorageOps: recover runs whose driver died", "campaigns.recover_runs", 15),
     ("StorageOps: scrape hosts' node_exporter", "collectors.node_exporter.scrape", 15),
     ("StorageOps: retention of old transfers and samples", "storageops.retention", 3600),
+    ("StorageOps: alert on collectors gone silent", "alerts.collectors_silent", 60),
 )
 
 

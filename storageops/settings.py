@@ -245,6 +245,8 @@ STORAGEOPS_MAX_LISTED_SOURCES = env_int("STORAGEOPS_MAX_LISTED_SOURCES", 10_000,
 STORAGEOPS_HOST_TEST_MAX_BYTES = env_int("STORAGEOPS_HOST_TEST_MAX_BYTES", 100 * 10**12, minimum=1, maximum=2**62)
 # Copies in flight and none finished for this long: the run is stalled (an event and a banner).
 STORAGEOPS_STALL_SECONDS = env_int("STORAGEOPS_STALL_SECONDS", 60, minimum=5, maximum=86400)
+# A host whose collector sent nothing for this long is silent: one alert, until it is heard again.
+STORAGEOPS_COLLECTOR_SILENT_SECONDS = env_int("STORAGEOPS_COLLECTOR_SILENT_SECONDS", 300, minimum=30, maximum=7 * 86400)
 STORAGEOPS_MAX_CONCURRENCY = env_int("STORAGEOPS_MAX_CONCURRENCY", 2000, minimum=1)
 # The rate (bit/s) a capacity projection sizes doors for when a campaign names none, e.g. the
 # site's WAN link; 0 leaves projections without a target.

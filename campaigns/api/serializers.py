@@ -160,6 +160,11 @@ class RunSerializer(BaseModelSerializer):
         "GET runs/{id}/verdict/ recomputes it from the rows."
     )
 
+    judgement = serializers.SerializerMethodField(
+        help_text="The run against its campaign's history, stored when it ended: status (within, better, "
+        "regressed, no_baseline), headline, each figure with its band, and the suspects of a regression."
+    )
+
     retries = serializers.PrimaryKeyRelatedField(
         many=True, read_only=True, help_text="Runs made by retry-failed of this run (at most one)."
     )
@@ -170,6 +175,9 @@ class RunSerializer(BaseModelSerializer):
     def get_verdict(self, obj) -> dict | None:
         # Stored only: computing a live run's verdict for every row of a list is too dear.
         return (readers.stored(obj) or {}).get("verdict")
+
+    def get_judgement(self, obj) -> dict | None:
+        return (readers.stored(obj) or {}).get("judgement")
 
     def get_retryable(self, obj) -> int:
         return runs.retryable_count(obj)
@@ -209,6 +217,7 @@ class RunSerializer(BaseModelSerializer):
             "versions",
             "summary",
             "verdict",
+            "judgement",
         ]
         read_only_fields = fields
 

@@ -94,7 +94,7 @@ FIGURES = (
 _RANK = {f.key: i for i, f in enumerate(FIGURES)}
 
 
-def _figures(summary: dict) -> dict[str, tuple[Figure, float]]:
+def figures_of(summary: dict) -> dict[str, tuple[Figure, float]]:
     """Every figure a summary has, the per-step throughputs included (keyed by concurrency)."""
     found = {f.key: (f, v) for f in FIGURES if (v := f.value(summary)) is not None}
     for step in summary.get("steps") or []:
@@ -141,7 +141,7 @@ def judge(run: Run, baseline: list[Run] | None = None, summary: dict | None = No
     """The run against its baseline: every figure with its band, and the suspects if it regressed.
     `summary` is the run's own results when they are not stored yet (finalize)."""
     baseline = comparable_runs(run) if baseline is None else baseline
-    own = _figures((run.summary or {}) if summary is None else summary)
+    own = figures_of((run.summary or {}) if summary is None else summary)
     judged = {"baseline_runs": [r.pk for r in baseline], "figures": [], "suspects": []}
     if len(baseline) < MIN_BASELINE_RUNS:
         n = len(baseline)
@@ -150,7 +150,7 @@ def judge(run: Run, baseline: list[Run] | None = None, summary: dict | None = No
             "status": "no_baseline",
             "headline": f"No baseline yet: {n} comparable run(s), {MIN_BASELINE_RUNS} needed.",
         }
-    history = [_figures(r.summary or {}) for r in baseline]
+    history = [figures_of(r.summary or {}) for r in baseline]
     for key, (figure, value) in own.items():
         values = [h[key][1] for h in history if key in h]
         if len(values) < MIN_BASELINE_RUNS:

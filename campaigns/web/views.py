@@ -3,18 +3,21 @@ Run pages are in run_views.py, the comparison in compare_views.py."""
 
 from __future__ import annotations
 
+import re
+
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import permission_required
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models import OuterRef, Prefetch, Q, Subquery
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 from django.views.generic import DetailView, ListView
 
 from campaigns import editing, readiness, runs
 from campaigns.models import Backend, Campaign, CampaignSchedule, Endpoint, ReadinessCheck, Run
+from campaigns.results.history import campaign_history
 from campaigns.runs import scheduling
 from campaigns.web.forms import CampaignForm, CampaignScheduleForm, CloneForm, ReadinessForm
 from collectors.models import Event
@@ -54,6 +57,15 @@ class CampaignDetailView(DetailView):
         endpoints = [*self.object.sources.all(), *self.object.destinations.all()]
         context["unchecked_endpoints"] = readiness.unchecked(list(dict.fromkeys(endpoints)))
         return context
+
+
+def campaign_history_data(request: HttpRequest, pk: int) -> JsonResponse:
+    """The history chart's points, bands and events for one figure (?figure=throughput)."""
+    campaign = get_object_or_404(Campaign, pk=pk)
+    figure = request.GET.get("figure", "throughput")
+    if not re.fullmatch(r"[a-z0-9_]{1,40}", figure):
+        return JsonResponse({"error": "figure: a figure's key, e.g. throughput or step_throughput_8"}, status=400)
+    return JsonResponse(campaign_history(campaign, figure))
 
 
 def _form_page(request: HttpRequest, form: CampaignForm, title: str) -> HttpResponse:

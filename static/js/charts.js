@@ -419,6 +419,59 @@
     cycle();
   }
 
+  /* ---- Campaign history: each run's figure, the band it was judged against, the changes ---- */
+
+  var STATUS_COLOUR = { regressed: "#dc2626", better: "#16a34a", within: "#3b7dd8" };
+
+  function historyChart(root) {
+    var canvas = root.querySelector('[data-chart="history"]');
+    var select = root.querySelector("[data-history-figure]");
+    function draw(figure) {
+      var src = root.getAttribute("data-src") + "?figure=" + encodeURIComponent(figure);
+      return getJSON(src).then(function (data) {
+        var chosen = select.value;
+        select.innerHTML = "";
+        data.figures.forEach(function (f) {
+          var o = document.createElement("option");
+          o.value = f.key; o.textContent = f.label; o.selected = f.key === chosen;
+          select.appendChild(o);
+        });
+        if (!data.points.length) { noData(canvas, "No ended run has this figure yet."); return; }
+        clearNoData(canvas);
+        var unit = data.unit === "fraction" ? "" : data.unit;
+        var banded = data.points.filter(function (p) { return p.low !== null; });
+        var sets = [
+          { label: "band low", data: banded.map(function (p) { return { x: p.x, y: p.low }; }), borderColor: "rgba(59,125,216,0.35)",
+            backgroundColor: "rgba(59,125,216,0.12)", pointRadius: 0, borderWidth: 1, stepped: "middle", fill: false, unit: unit, band: true },
+          { label: "band (what each run was judged against)", data: banded.map(function (p) { return { x: p.x, y: p.high }; }),
+            borderColor: "rgba(59,125,216,0.35)", backgroundColor: "rgba(59,125,216,0.12)", pointRadius: 0, borderWidth: 1,
+            stepped: "middle", fill: "-1", unit: unit, band: true },
+          { label: "baseline median", data: banded.map(function (p) { return { x: p.x, y: p.median }; }), borderColor: "rgba(59,125,216,0.6)",
+            borderDash: [4, 4], pointRadius: 0, borderWidth: 1, stepped: "middle", unit: unit, band: true },
+          { label: select.options[select.selectedIndex] ? select.options[select.selectedIndex].textContent : data.figure,
+            data: data.points.map(function (p) { return { x: p.x, y: p.y, run: p }; }), unit: unit, borderColor: "#334155", borderWidth: 1.5,
+            pointRadius: 5, pointHoverRadius: 7,
+            pointStyle: data.points.map(function (p) { return p.state !== "succeeded" || p.disturbed ? "triangle" : "circle"; }),
+            pointBackgroundColor: data.points.map(function (p) { return STATUS_COLOUR[p.figure_status] || "#94a3b8"; }),
+            pointBorderColor: data.points.map(function (p) { return STATUS_COLOUR[p.figure_status] || "#94a3b8"; }) },
+        ];
+        var chart = makeChart(canvas, "line", sets, { x: timeAxis(), y: valueAxis(data.figure.replace(/_/g, " "), unit) }, data.events);
+        chart.options.plugins.legend.labels.filter = function (item) { return item.text !== "band low"; };
+        chart.options.plugins.tooltip.callbacks.afterLabel = function (ctx) {
+          var p = ctx.raw && ctx.raw.run;
+          return p ? ["run #" + p.run + " " + p.state + (p.disturbed ? ", disturbed" : ""), p.headline] : "";
+        };
+        chart.options.onClick = function (evt, elements) {
+          var hit = elements.filter(function (e) { return chart.data.datasets[e.datasetIndex].data[e.index].run; })[0];
+          if (hit) window.location.href = chart.data.datasets[hit.datasetIndex].data[hit.index].run.url;
+        };
+        chart.update("none");
+      });
+    }
+    select.addEventListener("change", function () { draw(select.value).catch(function (err) { console.error(err); }); });
+    draw(select.value).catch(function (err) { console.error(err); });
+  }
+
   /* The window a link asked for (a verdict's step): shaded, with the margin around it unshaded. */
   function highlight(chart, span) {
     if (!span) return;
@@ -437,5 +490,6 @@
     document.querySelectorAll("[data-compare-charts]").forEach(compareCharts);
     document.querySelectorAll("[data-host-charts]").forEach(hostCharts);
     document.querySelectorAll("[data-hosttest-chart]").forEach(hostTestChart);
+    document.querySelectorAll("[data-history-chart]").forEach(historyChart);
   });
 })();

@@ -97,3 +97,32 @@ def test_a_subscription_needs_a_channel_and_known_kinds():
         Subscription.objects.create(name="odd", email="a@example.org", kinds=["weather"])
     with pytest.raises(Exception, match="http"):
         Subscription.objects.create(name="ftp", webhook_url="ftp://example.org/hook")
+
+
+def test_a_silent_collector_is_told_once_per_silence_and_each_host_on_its_own(mailbox, settings):
+    from collectors.models import Host
+
+    settings.STORAGEOPS_COLLECTOR_SILENT_SECONDS = 300
+    Subscription.objects.create(name="site", email="site@example.org", min_interval_minutes=0)
+    # A campaign's own subscription is not told about hosts: a host serves many campaigns.
+    Subscription.objects.create(name="one", email="one@example.org", campaign=mock_campaign("c1"))
+    now = timezone.now()
+    quiet = Host.objects.create(name="door7", last_seen=now - timedelta(minutes=12))
+    other = Host.objects.create(name="door8", last_seen=now - timedelta(minutes=6))
+    Host.objects.create(name="door9", last_seen=now - timedelta(seconds=30))  # heard from
+    Host.objects.create(name="new-host")  # no collector yet: nothing to miss
+    sent = triggers.collectors_silent(now)
+    assert sorted(d.host.name for d in sent) == ["door7", "door8"]  # one host's alert holds back no other's
+    assert all(d.state == Delivery.State.SENT and d.subscription.name == "site" for d in sent)
+    mail = next(m for _, to, m in mailbox.messages if "door7" in m)
+    assert "Subject: [StorageOps] Collector on door7 silent" in mail and "for 12 min" in mail
+    assert f"https://storageops.example.org{quiet.get_absolute_url()}" in mail
+    # The same silence is told once.
+    assert triggers.collectors_silent(now + timedelta(minutes=1)) == []
+    # Heard again, then silent again: a new silence, told again.
+    Host.objects.filter(pk=quiet.pk).update(last_seen=now + timedelta(minutes=5))
+    later = now + timedelta(minutes=70)
+    # door7 is told again, door9 now silent too; door8's silence, unbroken, was told already.
+    again = triggers.collectors_silent(later)
+    assert sorted(d.host.name for d in again) == ["door7", "door9"] and other.pk not in [d.host_id for d in again]
+    assert all(d.state == Delivery.State.SENT for d in again) and len(mailbox.messages) == 4

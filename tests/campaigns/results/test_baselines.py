@@ -1,5 +1,5 @@
 """A finished run judged against its campaign's comparable history (the judgement's rules; the
-end-to-end experiment on real doors comes with the scheduled-runs must-show)."""
+end-to-end experiment on real doors is tests/browser/test_regression_watch.py)."""
 
 from __future__ import annotations
 

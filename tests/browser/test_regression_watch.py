@@ -13,6 +13,10 @@ of the CPU time. The
 source door, the test process and the worker it starts get high shares too, so neither the
 reads nor the client's turn-round wander with the machine's load.
 
+Then the operator's view of it in a real browser: the campaign's history chart with each run's
+band and the change on it, the status grid's cell, the home page, the API; screenshots of the
+history and the grid are written to docs/screenshots/.
+
 Beat's firing of schedules is test_schedule_beat's (it waits for minute boundaries): here the
 worker gets the very message beat sends (campaigns.scheduled_start with its due time) as soon as
 the previous run ended, so seven scheduled runs take a minute and a half, not seven minutes.
@@ -35,6 +39,7 @@ from campaigns.runs import scheduling
 from collectors.events import log_event
 from collectors.models import Host
 from devsite.xrootd_server import XRootDServer
+from tests.browser.test_dashboard_browser import SCREENSHOTS, log_in
 from tests.support.alert_servers import smtp_server, webhook_server
 from tests.support.cgroups import cpu_cgroup
 from tests.support.factories import campaign, endpoint
@@ -85,7 +90,9 @@ def figures(run: Run) -> dict[str, dict]:
     return {f["key"]: f for f in run.summary["judgement"]["figures"]}
 
 
-def test_scheduled_runs_within_band_then_a_slowed_door_is_judged_regressed_and_alerted(scratch, log_dir, test_ca):
+def test_scheduled_runs_within_band_then_a_slowed_door_is_judged_regressed_and_alerted(
+    scratch, log_dir, test_ca, page, live_server, viewer, client
+):
     source = XRootDServer("night-src", scratch / "s", workdir=scratch / "sr", https=test_ca)
     door = XRootDServer("night-dst", scratch / "d", workdir=scratch / "dr", https=test_ca)
     creds = {"bearer_token": "storageops-test", "ca_dir": str(test_ca.ca_dir)}
@@ -191,3 +198,36 @@ def test_scheduled_runs_within_band_then_a_slowed_door_is_judged_regressed_and_a
     [payload] = hook.received
     assert payload["text"].startswith(f"**{slowed} regressed**\nThroughput regressed")
     assert payload["props"] == {"kind": "regression"}
+
+    # -- what the operator sees ----------------------------------------------------------------
+    client.force_login(viewer)
+    api = client.get(f"/api/v1/runs/{slowed.pk}/").json()
+    assert api["judgement"]["status"] == "regressed" and api["judgement"]["suspects"][0]["event"] == change.pk
+    home = client.get("/").content.decode()
+    assert 'data-judgement="regressed"' in home and f"{nightly.name} #{slowed.pk}" in home
+
+    log_in(page, live_server, viewer.username)
+    page.goto(f"{live_server.url}{nightly.get_absolute_url()}")
+    page.wait_for_function("() => { const c = document.querySelector('[data-chart=history]'); return c && c._chart; }")
+    drawn = page.evaluate(
+        "() => { const ch = document.querySelector('[data-chart=history]')._chart;"
+        " return { sets: ch.data.datasets.map(d => [d.label, d.data.length]),"
+        " colours: ch.data.datasets[3].pointBackgroundColor,"
+        " events: Object.values(ch.options.plugins.annotation.annotations).map(a => a.label.content) }; }"
+    )
+    # Seven runs; a band under the last four (the first three had none to be judged by).
+    assert [n for _, n in drawn["sets"]] == [4, 4, 4, HISTORY + 1], drawn
+    assert drawn["colours"][-1] == "#dc2626" and set(drawn["colours"][3:-1]) == {"#3b7dd8"}, drawn
+    assert drawn["events"] == ["Config change · watched-door"], drawn
+    page.locator("#history").scroll_into_view_if_needed()
+    page.locator("#history").screenshot(path=str(SCREENSHOTS / "campaign-history.png"))
+
+    page.goto(f"{live_server.url}/campaigns/status/")
+    cell = page.locator(f"[data-cell='xrootd-disk|{nightly.name}']")
+    assert cell.get_attribute("data-class") == "bad" and f"#{slowed.pk} regressed" in cell.inner_text()
+    page.set_viewport_size({"width": 1280, "height": 380})
+    page.screenshot(path=str(SCREENSHOTS / "status-grid.png"))
+    cell.locator("a").click()
+    page.wait_for_url(f"**/campaigns/runs/{slowed.pk}/")
+    assert "config change on watched-door" in page.inner_text("#judgement")
+    assert page.js_errors == []

@@ -1,0 +1,86 @@
+"""A campaign's runs over time, each beside the band it was judged against, with the change-log
+events of its scope: the campaign page's history chart (issue 20).
+
+Each point is what the run achieved on one figure and the band is the one stored with the run's
+judgement when it ended (not recomputed): a band drawn today from today's history would hide
+what the run was told. Every ended run is a point, partial and disturbed ones included and
+marked as such, since a run left out of the baselines still happened.
+"""
+
+from __future__ import annotations
+
+from django.db.models import Q
+
+from campaigns.choices import FINAL_RUN_STATES, RunState
+from campaigns.models import Campaign, Run
+from campaigns.results.baselines import FIGURES, figures_of
+from campaigns.results.charts import event_mark
+from campaigns.results.disturbance import touching
+from collectors.choices import DISTURBING_KINDS
+from collectors.models import Event
+
+HISTORY_RUNS = 100
+HISTORY_EVENTS = 50
+
+
+def _ended_runs(campaign: Campaign, limit: int) -> list[Run]:
+    ended = [s for s in FINAL_RUN_STATES if s != RunState.CANCELLED]
+    newest = (
+        Run.objects.filter(campaign=campaign, state__in=ended, finished_at__isnull=False)
+        .only("pk", "state", "finished_at", "started_at", "created", "disturbed", "summary", "campaign_id")
+        .order_by("-finished_at")[:limit]
+    )
+    return list(reversed(newest))
+
+
+def figure_choices(runs: list[Run]) -> list[dict]:
+    """The figures any of the runs has, the fixed ones first, then each step's throughput."""
+    found: dict[str, str] = {}
+    for run in runs:
+        for key, (figure, _) in figures_of(run.summary or {}).items():
+            found.setdefault(key, figure.label)
+    fixed = [f.key for f in FIGURES]
+    steps = sorted((k for k in found if k not in fixed), key=lambda k: int(k.rsplit("_", 1)[1]))
+    return [{"key": k, "label": found[k]} for k in [*fixed, *steps] if k in found]
+
+
+def campaign_history(campaign: Campaign, figure: str = "throughput", limit: int = HISTORY_RUNS) -> dict:
+    runs = _ended_runs(campaign, limit)
+    choices = figure_choices(runs)
+    unit = next((f.unit for f in FIGURES if f.key == figure), "B/s")
+    points = []
+    for run in runs:
+        summary = run.summary or {}
+        value = figures_of(summary).get(figure)
+        if value is None:
+            continue
+        judgement = summary.get("judgement") or {}
+        band = next((f for f in judgement.get("figures") or [] if f["key"] == figure), None)
+        points.append({
+            "run": run.pk, "url": run.get_absolute_url(), "x": run.finished_at.timestamp() * 1000, "y": value[1],
+            "state": run.state, "disturbed": run.disturbed, "judgement": judgement.get("status", ""),
+            "figure_status": band["status"] if band else "", "headline": judgement.get("headline", ""),
+            "low": band["low"] if band else None, "high": band["high"] if band else None,
+            "median": band["median"] if band else None,
+        })  # fmt: skip
+    return {
+        "campaign": campaign.pk,
+        "figure": figure,
+        "unit": unit,
+        "figures": choices,
+        "points": points,
+        "events": _events(runs),
+    }
+
+
+def _events(runs: list[Run]) -> list[dict]:
+    """The disturbing events of the campaign's scope (as its latest run saw it) over the runs' span."""
+    if not runs:
+        return []
+    first = runs[0].started_at or runs[0].created
+    events = (
+        Event.objects.filter(touching(runs[-1]), Q(kind__in=DISTURBING_KINDS), time__gte=first)
+        .select_related("host")
+        .order_by("-time")[:HISTORY_EVENTS]
+    )
+    return [event_mark(e) for e in reversed(events)]
