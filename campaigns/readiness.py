@@ -9,8 +9,10 @@ read-only destination exactly the steps that write there fail.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
 import os
+import subprocess
 import tempfile
 import time
 import zlib
@@ -51,6 +53,7 @@ class Step:
     message: str = ""
     seconds: float | None = None
     credentials: str = ""
+    auth: tuple = ()  # (endpoint name, credential kind: token, x509 or "") the step presents
     extra: dict = field(default_factory=dict)
 
 
@@ -64,11 +67,14 @@ def tpc_modes(source_scheme: str, destination_scheme: str) -> list[str]:
     return []
 
 
-def _credentials(endpoint: Endpoint) -> str:
-    kinds = [
-        name for name, present in (("bearer token", endpoint.bearer_token), ("X.509", endpoint.x509_proxy)) if present
-    ]
-    return " and ".join(kinds) or "anonymous"
+_AUTH = (("token", "bearer token", "bearer_token"), ("x509", "X.509", "x509_proxy"))
+
+
+def auth_variants(endpoint: Endpoint) -> list[tuple[str, str]]:
+    """(kind, label) of each credential the endpoint has: with a token and a proxy both, each is
+    checked on its own (the DOMA smoke test runs every step with either); with none, anonymous."""
+    found = [(kind, label) for kind, label, attr in _AUTH if getattr(endpoint, attr)]
+    return found or [("", "anonymous")]
 
 
 def plan(check: ReadinessCheck) -> list[Step]:
@@ -79,36 +85,58 @@ def plan(check: ReadinessCheck) -> list[Step]:
     def url(endpoint: Endpoint, name: str) -> str:
         return endpoint_folder_url({"url": endpoint.url, "protocol": endpoint.protocol}, folder) + name
 
+    def tag(endpoint: Endpoint, kind: str) -> str:
+        # Keys and file names name the credential only where an endpoint has more than one.
+        return f"[{kind}]" if len(auth_variants(endpoint)) > 1 else ""
+
     steps: list[Step] = []
+    written: list[tuple[str, Endpoint, str, str]] = []  # (step key, endpoint, file, credential kind)
     for ep in endpoints:
-        probe, auth = url(ep, "probe"), _credentials(ep)
-        upload = f"upload:{ep.name}"
-        steps += [
-            Step(upload, f"Upload to {ep.name}", "upload", ep.name, True, destination=probe, credentials=auth),
-            Step(f"stat:{ep.name}", f"Stat on {ep.name}", "stat", ep.name, False, source=probe, needs=(upload,),
-                 credentials=auth),
-            Step(f"checksum:{ep.name}", f"Adler32 of {ep.name}", "checksum", ep.name, False, source=probe,
-                 needs=(upload,), credentials=auth),
-            Step(f"download:{ep.name}", f"Download from {ep.name}", "download", ep.name, False, source=probe,
-                 needs=(upload,), credentials=auth),
-        ]  # fmt: skip
-    written = [(s.key, s.endpoint, s.destination) for s in steps if s.operation == "upload"]
+        for kind, label in auth_variants(ep):
+            t = tag(ep, kind)
+            with_ = f" with {label}" if t else ""
+            probe, upload, auth = url(ep, f"probe{t and '-' + kind}"), f"upload:{ep.name}{t}", ((ep.name, kind),)
+            first: tuple[str, ...] = ()
+            if kind == "x509":
+                # gfal2 goes on without a proxy file it cannot read: checked first, by name.
+                steps.append(Step(f"proxy:{ep.name}", f"X.509 proxy of {ep.name}", "proxy", ep.name, False,
+                                  credentials=label, auth=auth))  # fmt: skip
+                first = (f"proxy:{ep.name}",)
+            steps += [
+                Step(upload, f"Upload to {ep.name}{with_}", "upload", ep.name, True, destination=probe,
+                     needs=first, credentials=label, auth=auth),
+                Step(f"stat:{ep.name}{t}", f"Stat on {ep.name}{with_}", "stat", ep.name, False, source=probe,
+                     needs=(upload,), credentials=label, auth=auth),
+                Step(f"checksum:{ep.name}{t}", f"Adler32 of {ep.name}{with_}", "checksum", ep.name, False,
+                     source=probe, needs=(upload,), credentials=label, auth=auth),
+                Step(f"download:{ep.name}{t}", f"Download from {ep.name}{with_}", "download", ep.name, False,
+                     source=probe, needs=(upload,), credentials=label, auth=auth),
+            ]  # fmt: skip
+            written.append((upload, ep, probe, kind))
     if check.peer_id:
         for src, dst in ((check.endpoint, check.peer), (check.peer, check.endpoint)):
             for mode in tpc_modes(src.protocol, dst.protocol):
-                key = f"tpc-{mode}:{src.name}>{dst.name}"
-                target = url(dst, f"from-{src.name}-{mode}")
-                title = f"TPC {mode} {src.name} → {dst.name}" if mode != "tpc" else f"TPC {src.name} → {dst.name}"
-                steps.append(
-                    Step(key, title, "tpc", dst.name, True, source=url(src, "probe"), destination=target, mode=mode,
-                         needs=(f"upload:{src.name}",), credentials=f"{_credentials(src)} → {_credentials(dst)}")
-                )  # fmt: skip
-                written.append((key, dst.name, target))
-    by_name = {ep.name: ep for ep in endpoints}
-    for key, name, target in written:
+                for kind, label in auth_variants(src):
+                    # The destination with the same kind of credential where it has one.
+                    theirs = dict(auth_variants(dst))
+                    dst_kind = kind if kind in theirs else next(iter(theirs))
+                    t = tag(src, kind)
+                    key = f"tpc-{mode}:{src.name}>{dst.name}{t}"
+                    target = url(dst, f"from-{src.name}-{mode}{t and '-' + kind}")
+                    name = f"TPC {mode} {src.name} → {dst.name}" if mode != "tpc" else f"TPC {src.name} → {dst.name}"
+                    steps.append(
+                        Step(key, name + (f" with {label}" if t else ""), "tpc", dst.name, True,
+                             source=url(src, f"probe{t and '-' + kind}"), destination=target, mode=mode,
+                             needs=(f"upload:{src.name}{t}", *((f"proxy:{dst.name}",) if dst_kind == "x509" else ())),
+                             credentials=f"{label} → {theirs[dst_kind]}",
+                             auth=((src.name, kind), (dst.name, dst_kind)))
+                    )  # fmt: skip
+                    written.append((key, dst, target, dst_kind))
+    for key, ep, target, kind in written:
+        label = dict(auth_variants(ep))[kind]
         steps.append(
-            Step(f"delete:{target}", f"Delete {target.rsplit('/', 1)[1]} on {name}", "delete", name, True,
-                 destination=target, needs=(key,), credentials=_credentials(by_name[name]))
+            Step(f"delete:{target}", f"Delete {target.rsplit('/', 1)[1]} on {ep.name}", "delete", ep.name, True,
+                 destination=target, needs=(key,), credentials=label, auth=((ep.name, kind),))
         )  # fmt: skip
     return steps
 
@@ -140,7 +168,7 @@ CopierFactory = Callable[[CopyOptions, list[EndpointCredentials]], Gfal2Copier]
 def run_check(check: ReadinessCheck, copier_factory: CopierFactory = Gfal2Copier) -> ReadinessCheck:
     """Run every step of `check` now, saving its record after each step (the page follows it)."""
     endpoints = [check.endpoint, *([check.peer] if check.peer_id else [])]
-    credentials = endpoint_credentials(endpoints)
+    credentials = dict(zip([ep.name for ep in endpoints], endpoint_credentials(endpoints), strict=True))
     steps = plan(check)
     check.state, check.started_at = ReadinessCheck.State.RUNNING, timezone.now()
     check.steps = [asdict(s) for s in steps]
@@ -178,17 +206,19 @@ def _summary(steps: list[Step], failed: list[Step]) -> str:
 class _Runner:
     """Runs one step with a copier of the options the step needs."""
 
-    def __init__(self, factory: CopierFactory, credentials: list, data: bytes, local: Path, scratch: Path) -> None:
+    def __init__(self, factory: CopierFactory, credentials: dict, data: bytes, local: Path, scratch: Path) -> None:
         self.factory, self.credentials = factory, credentials
         self.data, self.local, self.scratch = data, local, scratch
         self.adler32 = f"{zlib.adler32(data):08x}"
+        self.auth: dict[str, str] = {}
 
     def copier(self, mode: str = "auto", checksum: str = "none") -> Gfal2Copier:
         tpc_mode = mode if mode in ("pull", "push") else "auto"
         options = CopyOptions(tpc_mode=tpc_mode, checksum_mode=checksum, timeout=STEP_TIMEOUT)
-        return self.factory(options, self.credentials)
+        return self.factory(options, [_only(c, self.auth.get(name, "")) for name, c in self.credentials.items()])
 
     def run(self, step: Step) -> None:
+        self.auth = dict(step.auth)
         tick = time.monotonic()
         try:
             message = getattr(self, f"_{step.operation}")(step)
@@ -197,6 +227,24 @@ class _Runner:
         else:
             step.state, step.message = "passed", message
         step.seconds = round(time.monotonic() - tick, 3)
+
+    def _proxy(self, step: Step) -> str:
+        path = Path(self.credentials[step.endpoint].x509_proxy)
+        if not path.is_file():
+            raise OSError(errno.ENOENT, f"the X.509 proxy {path} does not exist")
+        if not os.access(path, os.R_OK):
+            raise OSError(errno.EACCES, f"the X.509 proxy {path} is not readable by this worker")
+        # No shell: the path is an argument. -checkend 0 exits 1 for a certificate already expired.
+        out = subprocess.run(
+            ["openssl", "x509", "-noout", "-enddate", "-checkend", "0", "-in", str(path)],
+            capture_output=True, text=True, timeout=10, check=False,
+        )  # fmt: skip
+        if "notAfter=" not in out.stdout:
+            raise OSError(0, f"the X.509 proxy {path} holds no certificate: {out.stderr.strip()[:200]}")
+        until = out.stdout.split("notAfter=", 1)[1].splitlines()[0].strip()
+        if out.returncode != 0:
+            raise OSError(0, f"the X.509 proxy {path} expired at {until}")
+        return f"{path}: valid until {until}"
 
     def _upload(self, step: Step) -> str:
         self.copier().upload(str(self.local), step.destination)
@@ -215,7 +263,7 @@ class _Runner:
         return f"adler32 {value}, equal to the data written"
 
     def _download(self, step: Step) -> str:
-        target = self.scratch / f"download-{step.endpoint}"
+        target = self.scratch / f"download-{step.key.replace('/', '_')}"
         result = self.copier().copy(_job(step.source, f"file://{target}"))
         if not result.ok:
             raise OSError(result.code or 0, result.message)
@@ -245,10 +293,20 @@ class _Runner:
     def remove_folders(self, steps: list[Step]) -> None:
         """The check's own folder on each endpoint, best effort: its files are the steps' business.
         A copy lands in its destination's folder, which that endpoint's upload also wrote to."""
+        self.auth = {}  # every credential the endpoint has
         for folder in {s.destination.rsplit("/", 1)[0] for s in steps if s.operation == "upload"}:
             # If it stays (not empty, or a plugin without rmdir), the page names it by the check's id.
             with contextlib.suppress(OSError):
                 self.copier().remove_folder(folder)
+
+
+def _only(credentials: EndpointCredentials, kind: str) -> EndpointCredentials:
+    """The endpoint's credentials with only the kind a step checks (all of them for "")."""
+    if kind == "token":
+        return dataclasses.replace(credentials, x509_proxy="")
+    if kind == "x509":
+        return dataclasses.replace(credentials, bearer_token="")
+    return credentials
 
 
 def _job(source: str, destination: str, checksum: str = "") -> CopyJob:

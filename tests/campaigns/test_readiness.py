@@ -143,3 +143,37 @@ def test_started_from_the_endpoint_page_a_worker_runs_it_and_the_page_shows_the_
     response = client.post(f"/campaigns/endpoints/{a.pk}/readiness/", {"peer": a.pk}, follow=True)
     assert "Cannot check page-1" in response.content.decode()
     assert ReadinessCheck.objects.filter(endpoint=a).count() == 1
+
+
+def test_each_credential_is_checked_on_its_own_and_a_broken_proxy_fails_only_its_steps(
+    xrootd_https_pair, test_ca, tmp_path
+):
+    """An endpoint with a token and an X.509 proxy is checked with each (the DOMA smoke test's
+    with-token and with-X.509 rounds). A proxy file gone missing, the commonest X.509 breakage,
+    is named by the check's first X.509 step and every step that would present it is not run:
+    gfal2 itself goes on without the file (the door here lets anyone write), and would pass
+    uploads that never presented the proxy. The token's steps all pass."""
+    a, b = xrootd_https_pair
+    token = {"bearer_token": "storageops-test", "ca_dir": str(test_ca.ca_dir)}
+    missing = tmp_path / "x509up_u0"
+    both = endpoint("both-creds", a.davs_url_for("/data/creds/"), x509_proxy=str(missing), **token)
+    peer = endpoint("token-only", b.davs_url_for("/data/creds/"), **token)
+    assert readiness.auth_variants(both) == [("token", "bearer token"), ("x509", "X.509")]
+    check = readiness.run_check(_check(both, peer))
+    print(*(f"{s['state']:8} {s['title']} [{s['credentials']}]: {s['message']}" for s in check.steps), sep="\n")
+    states = {s["key"]: s["state"] for s in check.steps}
+    x509 = {k for k in states if k.endswith("[x509]") or "-x509" in k}
+    assert [k for k, v in states.items() if v == "failed"] == ["proxy:both-creds"]
+    proxy = check.steps[[s["key"] for s in check.steps].index("proxy:both-creds")]
+    assert proxy["message"] == f"the X.509 proxy {missing} does not exist (errno 2)"
+    assert len(x509) == 9 and all(states[k] == "skipped" for k in x509), states  # 4 own, 2 copies, 3 deletes
+    assert all(v == "passed" for k, v in states.items() if k not in x509 and k != "proxy:both-creds"), states
+    assert {"upload:both-creds[token]", "tpc-pull:both-creds>token-only[token]", "upload:token-only"} <= set(states)
+    # Given a readable, unexpired certificate, the proxy step passes and names its end.
+    pem = tmp_path / "x509up_valid"
+    pem.write_bytes(test_ca.host_cert.read_bytes() + test_ca.host_key.read_bytes())
+    both.x509_proxy = str(pem)
+    both.save()
+    again = readiness.run_check(_check(both))
+    step = next(s for s in again.steps if s["key"] == "proxy:both-creds")
+    assert step["state"] == "passed" and step["message"].startswith(f"{pem}: valid until "), step
