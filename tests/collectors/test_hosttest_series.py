@@ -3,13 +3,16 @@ reads against direct-I/O reads, the page cache caught, the byte budget, cancel, 
 
 from __future__ import annotations
 
+import os
 import statistics
 
 import pytest
 from django.core.exceptions import ValidationError
 
 from collectors import hosttest_series, hosttests
+from collectors.hosttest_series import _drop_cache
 from collectors.models import Host, HostTestSeries
+from tests.support.pagecache import resident_pages
 
 pytestmark = pytest.mark.django_db
 
@@ -28,20 +31,35 @@ def series(host: Host, **params) -> HostTestSeries:
     return hosttest_series.run(row.pk)
 
 
-def test_cold_reads_are_within_2x_of_direct_reads_and_warm_reads_are_flagged(test_dir):
+def median_ratio(rows) -> float:
+    """The series' median read over its median direct (O_DIRECT) read, both measured in each repeat."""
+    return statistics.median(r.read_bps for r in rows) / statistics.median(r.direct_read_bps for r in rows)
+
+
+def test_a_cold_read_starts_with_none_of_the_file_in_the_page_cache(test_dir):
+    """What makes a read cold, checked where it must hold whatever the load: after the series'
+    drop, not one page of the file is in the page cache (mincore), though it was all there."""
+    test_dir.mkdir(parents=True, exist_ok=True)
+    path = test_dir / "cold-probe"
+    path.write_bytes(os.urandom(8 << 20))
+    path.read_bytes()
+    assert resident_pages(path)[0] > 0
+    _drop_cache(path)
+    assert resident_pages(path) == (0, 2048)
+
+
+def test_cold_reads_are_judged_by_the_rule_and_warm_reads_are_flagged(test_dir):
     host = Host.objects.create(name="disk-host")
     common = {"tool": "dd", "rw": "read", "size": "32M", "block_size": "4M", "repeats": 5, "reference": True}
     cold = series(host, name="cold", cold=True, **common)
     assert cold.state == "succeeded", cold.error
     rows = list(cold.results.order_by("index"))
     assert len(rows) == 5 and all(r.write_bps and r.read_bps and r.direct_read_bps for r in rows)
-    ratio = statistics.median(r.read_bps for r in rows) / statistics.median(r.direct_read_bps for r in rows)
-    print(f"cold read / direct read: {ratio:.2f}")
-    assert 0.5 <= ratio <= 2.0, [(r.read_bps, r.direct_read_bps) for r in rows]
+    cold_ratio = median_ratio(rows)
     # A cold read may still come back flagged: on this virtual disk the hypervisor's cache can
     # outrun twice the direct reads (2 of 5 once, under a stressed suite). What must hold is the
     # rule: flagged exactly when faster than twice the median of the series' direct reads so far,
-    # with that evidence; and the median above keeps them a minority.
+    # with that evidence.
     so_far = [statistics.median(r.direct_read_bps for r in rows[: i + 1]) for i in range(len(rows))]
     assert [r.cached for r in rows] == [r.read_bps > 2 * d for r, d in zip(rows, so_far, strict=True)], [
         r.cached_reason for r in rows
@@ -54,6 +72,11 @@ def test_cold_reads_are_within_2x_of_direct_reads_and_warm_reads_are_flagged(tes
     # Read back warm: flagged whatever it measured (on this virtual disk, direct reads of 4 MB
     # blocks come near memory speed too, so the factor alone need not show it).
     assert all("page cache" in r.cached_reason for r in rows), [r.cached_reason for r in rows]
+    # The speeds say nothing more on this virtual disk, so they are printed, not asserted: a fixed
+    # "cold within 2x of direct" failed at 2.07x beside a stressed suite, and warm reads came out
+    # at 1.29x against cold ones' 1.72x (direct reads of a cached file run at memory speed too).
+    # That the cold reads start cold is the test above.
+    print(f"read / direct read: cold {cold_ratio:.2f}, warm {median_ratio(rows):.2f}")
     assert not list(test_dir.rglob("*.dd"))  # no file left behind
 
 

@@ -43,6 +43,7 @@ MATRIX: dict[str, tuple[str, str, str, int | tuple[int, ...]]] = {
     "campaigns:campaign_list": ("get", "/campaigns/", "viewer", 200),
     "campaigns:campaign_create": ("get", "/campaigns/new/", "admin", 200),
     "campaigns:campaign_detail": ("get", "/campaigns/{campaign}/", "viewer", 200),
+    "campaigns:campaign_history": ("get", "/campaigns/{campaign}/history.json", "viewer", 200),
     "campaigns:campaign_schedule": ("get", "/campaigns/{campaign}/schedule/", "viewer", 200),
     "campaigns:campaign_schedule#post": ("post", "/campaigns/{campaign}/schedule/", "admin", 400),
     "campaigns:campaign_edit": ("get", "/campaigns/{campaign}/edit/", "admin", 200),
