@@ -56,7 +56,9 @@ def _remove_stale() -> None:
 
 
 def _release(group: Path) -> None:
-    # A cgroup can only be removed once empty: its processes go back to the parent first.
+    # A cgroup can only be removed once empty: its child groups first, its processes back to the parent.
+    for child in group.glob(f"{PREFIX}*"):
+        _release(child)
     for _ in range(50):
         for pid in (group / "cgroup.procs").read_text().split():
             with contextlib.suppress(ProcessLookupError):
@@ -76,8 +78,11 @@ def _quota_us(quota_cores: float | None) -> int:
 
 
 @contextlib.contextmanager
-def cpu_cgroup(name: str, quota_cores: float | None = None, shares: int = 1024) -> Iterator[CpuGroup]:
-    """A cpu cgroup allowed ``quota_cores`` of one core (None: no quota) with ``shares``.
+def cpu_cgroup(
+    name: str, quota_cores: float | None = None, shares: int = 1024, parent: CpuGroup | None = None
+) -> Iterator[CpuGroup]:
+    """A cpu cgroup allowed ``quota_cores`` of one core (None: no quota) with ``shares``; inside
+    ``parent``, its shares divide the parent's time with its siblings only.
 
     Skips the test, saying why, where no cpu cgroup can be created: the experiments that need
     one would otherwise measure whatever else the machine was doing.
@@ -85,7 +90,7 @@ def cpu_cgroup(name: str, quota_cores: float | None = None, shares: int = 1024) 
     if reason := _writable_reason():
         pytest.skip(f"needs a writable cgroup v1 cpu controller: {reason}")
     _remove_stale()
-    path = CPU_CGROUP / f"{PREFIX}{os.getpid()}-{name}-{secrets.token_hex(3)}"
+    path = (parent.path if parent else CPU_CGROUP) / f"{PREFIX}{os.getpid()}-{name}-{secrets.token_hex(3)}"
     try:
         path.mkdir()
     except OSError as exc:
