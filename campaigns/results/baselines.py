@@ -12,6 +12,11 @@ as the history grows (3.4 sigma for ten). It is never narrower than a floor (REL
 the median for throughputs and times, ABS_RATE_FLOOR for rates), since three quiet runs can
 agree to the byte and a band of zero width calls every run a change.
 
+A percentile is a figure only with enough copies under it: the p95 of 16 copies is their
+second slowest, and one copy slowed by the machine moved it 25 % on a real door whose
+throughput stayed within its band. The p95 copy time is judged from P95_MIN_COPIES copies on
+(five or more above it), in the run and in each baseline run.
+
 A figure outside its band is better or regressed by its direction (throughput up is
 better; latency and failure rates down); the run is regressed if any figure is, better if
 some figure is and none regressed, else within. Each figure says by how much (percent of
@@ -43,6 +48,7 @@ MAD_TO_SIGMA = 1.4826
 REL_FLOOR = 0.05
 ABS_RATE_FLOOR = 0.01
 SUSPECTS = 5
+P95_MIN_COPIES = 100
 
 
 @dataclass(frozen=True)
@@ -62,6 +68,11 @@ def _total(name: str) -> Callable[[dict], float | None]:
     return lambda summary: (summary.get("total") or {}).get(name)
 
 
+def _p95(summary: dict) -> float | None:
+    total = summary.get("total") or {}
+    return total.get("duration_p95") if (total.get("files_ok") or 0) >= P95_MIN_COPIES else None
+
+
 def _failure_rate(summary: dict, category: str | None = None) -> float | None:
     total = summary.get("total") or {}
     attempted = (total.get("files_ok") or 0) + (total.get("files_failed") or 0)
@@ -79,7 +90,7 @@ def _knee(summary: dict) -> float | None:
 FIGURES = (
     Figure("throughput", "throughput", _total("throughput_bps"), True),
     Figure("knee_throughput", "throughput at the knee", _knee, True),
-    Figure("duration_p95", "p95 copy time", _total("duration_p95"), False, "s"),
+    Figure("duration_p95", "p95 copy time", _p95, False, "s"),
     Figure("error_rate", "failure rate", _failure_rate, False, "fraction"),
     Figure(
         "checksum_timeout_rate",

@@ -180,8 +180,8 @@ def test_scheduled_runs_within_band_then_a_slowed_door_is_judged_regressed_and_a
     throughput = figures(slowed)["throughput"]
     assert throughput["status"] == "regressed" and throughput["value"] < throughput["low"], report
     assert throughput["change"] == pytest.approx(-drop, abs=0.01)
-    # The copy times grew the other way, and are named regressed too.
-    assert figures(slowed)["duration_p95"]["status"] == "regressed", report
+    # 16 copies make no p95 (their second slowest): it is not judged, here or in the band.
+    assert "duration_p95" not in figures(slowed) and "duration_p95" not in figures(history[-1])
     assert judged["headline"].startswith(f"Throughput regressed {drop * 100:.0f} % against the median of 6"), report
     assert [s["event"] for s in judged["suspects"]] == [change.pk], report
     assert "config change on watched-door at" in judged["headline"]

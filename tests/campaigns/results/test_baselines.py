@@ -166,3 +166,13 @@ def test_the_status_grid_shows_each_backends_latest_judgement_and_links_to_the_r
     assert f'href="/campaigns/runs/{past[-1].pk}/"' not in page
     nightly_backend = other.destinations.first().backend.name
     assert f'data-cell="{nightly_backend}|nightly" data-class="bad"' in page and f"#{failed.pk} failed" in page
+
+
+def test_a_p95_of_too_few_copies_is_not_judged(history):
+    campaign, now, _ = history
+    few = finished(campaign, now, 100 * MB, p95=9.9)  # twice the copy time of every run before
+    few.summary["total"]["files_ok"] = baselines.P95_MIN_COPIES - 1
+    judged = baselines.judge(few)
+    assert judged["status"] == "within" and "duration_p95" not in {f["key"] for f in judged["figures"]}
+    enough = finished(campaign, now, 100 * MB, p95=9.9)
+    assert next(f for f in baselines.judge(enough)["figures"] if f["key"] == "duration_p95")["status"] == "regressed"
