@@ -46,6 +46,7 @@ MIN_BASELINE_RUNS = 3
 # Student's t, two-sided 99 %, by degrees of freedom (n - 1 for n baseline runs).
 T_99 = {2: 9.925, 3: 5.841, 4: 4.604, 5: 4.032, 6: 3.707, 7: 3.499, 8: 3.355, 9: 3.250}
 MAD_TO_SIGMA = 1.4826
+MEAN_AD_TO_SIGMA = 1.2533  # sqrt(pi / 2): the mean absolute deviation of a normal sample to its sigma
 REL_FLOOR = 0.05
 ABS_RATE_FLOOR = 0.01
 SUSPECTS = 5
@@ -143,7 +144,10 @@ def band_sigmas(n: int) -> float:
 
 def band(values: list[float], is_rate: bool = False) -> dict:
     median = statistics.median(values)
-    sigma = MAD_TO_SIGMA * statistics.median(abs(v - median) for v in values)
+    deviations = [abs(v - median) for v in values]
+    # The MAD collapses when half the runs tie (41, 41, 41 of five nights gave 0 and a band at
+    # its floor); the mean absolute deviation does not, and one outlier moves it only by 1/n.
+    sigma = max(MAD_TO_SIGMA * statistics.median(deviations), MEAN_AD_TO_SIGMA * statistics.fmean(deviations))
     floor = ABS_RATE_FLOOR if is_rate else REL_FLOOR * abs(median)
     half = max(band_sigmas(len(values)) * sigma, floor)
     return {"median": median, "sigma": sigma, "low": median - half, "high": median + half}

@@ -111,6 +111,9 @@ def test_the_band_has_a_floor_when_the_history_agrees_to_the_byte():
     wide = baselines.band([90.0, 100.0, 110.0, 100.0, 95.0])
     # Five runs: Student's t for 4 degrees of freedom, widened for one more run (99 %).
     assert wide["median"] == 100.0 and wide["high"] - 100.0 == pytest.approx(4.604 * (1.2**0.5) * 1.4826 * 5.0)
+    # Tied runs do not collapse the spread (stressed run 15's nights: the MAD was 0).
+    tied = baselines.band([47.0, 41.0, 35.0, 41.0, 41.0])
+    assert tied["sigma"] == pytest.approx(1.2533 * 2.4) and tied["low"] < 35.0 and tied["high"] > 47.0
     # The fewer the runs, the wider the band for the same spread.
     assert baselines.band_sigmas(3) > 2 * baselines.band_sigmas(10) > 6
 
