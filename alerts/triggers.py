@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from django.conf import settings
+from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from alerts import delivery
@@ -53,9 +54,11 @@ def collectors_silent(now: datetime | None = None) -> list:
     now = now or timezone.now()
     silent_for = timedelta(seconds=settings.STORAGEOPS_COLLECTOR_SILENT_SECONDS)
     sent = []
-    for host in Host.objects.filter(last_seen__lt=now - silent_for):
-        if Delivery.objects.filter(kind=AlertKind.COLLECTOR_SILENT, host=host, time__gte=host.last_seen).exists():
-            continue  # this silence was told already
+    told = Delivery.objects.filter(
+        kind=AlertKind.COLLECTOR_SILENT, host=OuterRef("pk"), time__gte=OuterRef("last_seen")
+    )
+    # A silence already told (a delivery since the host was last heard) is not told again.
+    for host in Host.objects.filter(last_seen__lt=now - silent_for).exclude(Exists(told)):
         minutes = (now - host.last_seen).total_seconds() / 60
         body = (
             f"No sample from the collector on {host.name} for {minutes:.0f} min (last at "

@@ -85,14 +85,16 @@ def plan(check: ReadinessCheck) -> list[Step]:
     def url(endpoint: Endpoint, name: str) -> str:
         return endpoint_folder_url({"url": endpoint.url, "protocol": endpoint.protocol}, folder) + name
 
+    variants = {ep.name: auth_variants(ep) for ep in endpoints}
+
     def tag(endpoint: Endpoint, kind: str) -> str:
         # Keys and file names name the credential only where an endpoint has more than one.
-        return f"[{kind}]" if len(auth_variants(endpoint)) > 1 else ""
+        return f"[{kind}]" if len(variants[endpoint.name]) > 1 else ""
 
     steps: list[Step] = []
-    written: list[tuple[str, Endpoint, str, str]] = []  # (step key, endpoint, file, credential kind)
+    written: list[tuple[str, Endpoint, str, str, str]] = []  # (step key, endpoint, file, credential kind, label)
     for ep in endpoints:
-        for kind, label in auth_variants(ep):
+        for kind, label in variants[ep.name]:
             t = tag(ep, kind)
             with_ = f" with {label}" if t else ""
             probe, upload, auth = url(ep, f"probe{t and '-' + kind}"), f"upload:{ep.name}{t}", ((ep.name, kind),)
@@ -112,13 +114,13 @@ def plan(check: ReadinessCheck) -> list[Step]:
                 Step(f"download:{ep.name}{t}", f"Download from {ep.name}{with_}", "download", ep.name, False,
                      source=probe, needs=(upload,), credentials=label, auth=auth),
             ]  # fmt: skip
-            written.append((upload, ep, probe, kind))
+            written.append((upload, ep, probe, kind, label))
     if check.peer_id:
         for src, dst in ((check.endpoint, check.peer), (check.peer, check.endpoint)):
+            # The destination presents the same kind of credential where it has one.
+            theirs = dict(variants[dst.name])
             for mode in tpc_modes(src.protocol, dst.protocol):
-                for kind, label in auth_variants(src):
-                    # The destination with the same kind of credential where it has one.
-                    theirs = dict(auth_variants(dst))
+                for kind, label in variants[src.name]:
                     dst_kind = kind if kind in theirs else next(iter(theirs))
                     t = tag(src, kind)
                     key = f"tpc-{mode}:{src.name}>{dst.name}{t}"
@@ -131,9 +133,8 @@ def plan(check: ReadinessCheck) -> list[Step]:
                              credentials=f"{label} → {theirs[dst_kind]}",
                              auth=((src.name, kind), (dst.name, dst_kind)))
                     )  # fmt: skip
-                    written.append((key, dst, target, dst_kind))
-    for key, ep, target, kind in written:
-        label = dict(auth_variants(ep))[kind]
+                    written.append((key, dst, target, dst_kind, theirs[dst_kind]))
+    for key, ep, target, kind, label in written:
         steps.append(
             Step(f"delete:{target}", f"Delete {target.rsplit('/', 1)[1]} on {ep.name}", "delete", ep.name, True,
                  destination=target, needs=(key,), credentials=label, auth=((ep.name, kind),))
@@ -210,15 +211,15 @@ class _Runner:
         self.factory, self.credentials = factory, credentials
         self.data, self.local, self.scratch = data, local, scratch
         self.adler32 = f"{zlib.adler32(data):08x}"
-        self.auth: dict[str, str] = {}
 
-    def copier(self, mode: str = "auto", checksum: str = "none") -> Gfal2Copier:
+    def copier(self, step: Step | None = None, mode: str = "auto", checksum: str = "none") -> Gfal2Copier:
+        """A copier presenting the credentials `step` checks (every credential without a step)."""
         tpc_mode = mode if mode in ("pull", "push") else "auto"
         options = CopyOptions(tpc_mode=tpc_mode, checksum_mode=checksum, timeout=STEP_TIMEOUT)
-        return self.factory(options, [_only(c, self.auth.get(name, "")) for name, c in self.credentials.items()])
+        auth = dict(step.auth) if step else {}
+        return self.factory(options, [_only(c, auth.get(name, "")) for name, c in self.credentials.items()])
 
     def run(self, step: Step) -> None:
-        self.auth = dict(step.auth)
         tick = time.monotonic()
         try:
             message = getattr(self, f"_{step.operation}")(step)
@@ -247,24 +248,24 @@ class _Runner:
         return f"{path}: valid until {until}"
 
     def _upload(self, step: Step) -> str:
-        self.copier().upload(str(self.local), step.destination)
+        self.copier(step).upload(str(self.local), step.destination)
         return f"{len(self.data):,} bytes written"
 
     def _stat(self, step: Step) -> str:
-        size = self.copier().size_of(step.source)
+        size = self.copier(step).size_of(step.source)
         if size != len(self.data):
             raise OSError(0, f"the storage says {size:,} bytes; {len(self.data):,} were written")
         return f"{size:,} bytes"
 
     def _checksum(self, step: Step) -> str:
-        value = self.copier().checksum_of(step.source, "adler32").zfill(8)
+        value = self.copier(step).checksum_of(step.source, "adler32").zfill(8)
         if value != self.adler32:
             raise OSError(0, f"the storage says adler32 {value}; the data written has {self.adler32}")
         return f"adler32 {value}, equal to the data written"
 
     def _download(self, step: Step) -> str:
         target = self.scratch / f"download-{step.key.replace('/', '_')}"
-        result = self.copier().copy(_job(step.source, f"file://{target}"))
+        result = self.copier(step).copy(_job(step.source, f"file://{target}"))
         if not result.ok:
             raise OSError(result.code or 0, result.message)
         if target.read_bytes() != self.data:
@@ -274,13 +275,13 @@ class _Runner:
     def _tpc(self, step: Step) -> str:
         # gfal2 compares the source's and the destination's adler32 itself ("both").
         job = _job(step.source, step.destination, self.adler32)
-        result = self.copier(step.mode, checksum="both").copy(job)
+        result = self.copier(step, step.mode, checksum="both").copy(job)
         if not result.ok:
             raise OSError(result.code or 0, result.message)
         return f"copied as {result.copy_mode or 'reported by gfal2'}; adler32 {self.adler32} on both sides"
 
     def _delete(self, step: Step) -> str:
-        copier = self.copier()
+        copier = self.copier(step)
         copier.remove(step.destination)
         try:
             copier.size_of(step.destination)
@@ -293,7 +294,6 @@ class _Runner:
     def remove_folders(self, steps: list[Step]) -> None:
         """The check's own folder on each endpoint, best effort: its files are the steps' business.
         A copy lands in its destination's folder, which that endpoint's upload also wrote to."""
-        self.auth = {}  # every credential the endpoint has
         for folder in {s.destination.rsplit("/", 1)[0] for s in steps if s.operation == "upload"}:
             # If it stays (not empty, or a plugin without rmdir), the page names it by the check's id.
             with contextlib.suppress(OSError):

@@ -9,8 +9,6 @@ marked as such, since a run left out of the baselines still happened.
 
 from __future__ import annotations
 
-from django.db.models import Q
-
 from campaigns.choices import FINAL_RUN_STATES, RunState
 from campaigns.models import Campaign, Run
 from campaigns.results.baselines import FIGURES, figures_of
@@ -33,11 +31,12 @@ def _ended_runs(campaign: Campaign, limit: int) -> list[Run]:
     return list(reversed(newest))
 
 
-def figure_choices(runs: list[Run]) -> list[dict]:
-    """The figures any of the runs has, the fixed ones first, then each step's throughput."""
+def figure_choices(per_run: list[dict]) -> list[dict]:
+    """The figures any of the runs has (each run's figures_of), the fixed ones first, then each
+    step's throughput."""
     found: dict[str, str] = {}
-    for run in runs:
-        for key, (figure, _) in figures_of(run.summary or {}).items():
+    for figures in per_run:
+        for key, (figure, _) in figures.items():
             found.setdefault(key, figure.label)
     fixed = [f.key for f in FIGURES]
     steps = sorted((k for k in found if k not in fixed), key=lambda k: int(k.rsplit("_", 1)[1]))
@@ -46,15 +45,14 @@ def figure_choices(runs: list[Run]) -> list[dict]:
 
 def campaign_history(campaign: Campaign, figure: str = "throughput", limit: int = HISTORY_RUNS) -> dict:
     runs = _ended_runs(campaign, limit)
-    choices = figure_choices(runs)
+    per_run = [figures_of(run.summary or {}) for run in runs]
     unit = next((f.unit for f in FIGURES if f.key == figure), "B/s")
     points = []
-    for run in runs:
-        summary = run.summary or {}
-        value = figures_of(summary).get(figure)
+    for run, figures in zip(runs, per_run, strict=True):
+        value = figures.get(figure)
         if value is None:
             continue
-        judgement = summary.get("judgement") or {}
+        judgement = (run.summary or {}).get("judgement") or {}
         band = next((f for f in judgement.get("figures") or [] if f["key"] == figure), None)
         points.append({
             "run": run.pk, "url": run.get_absolute_url(), "x": run.finished_at.timestamp() * 1000, "y": value[1],
@@ -67,7 +65,7 @@ def campaign_history(campaign: Campaign, figure: str = "throughput", limit: int 
         "campaign": campaign.pk,
         "figure": figure,
         "unit": unit,
-        "figures": choices,
+        "figures": figure_choices(per_run),
         "points": points,
         "events": _events(runs),
     }
@@ -79,7 +77,7 @@ def _events(runs: list[Run]) -> list[dict]:
         return []
     first = runs[0].started_at or runs[0].created
     events = (
-        Event.objects.filter(touching(runs[-1]), Q(kind__in=DISTURBING_KINDS), time__gte=first)
+        Event.objects.filter(touching(runs[-1]), kind__in=DISTURBING_KINDS, time__gte=first)
         .select_related("host")
         .order_by("-time")[:HISTORY_EVENTS]
     )
