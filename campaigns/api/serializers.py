@@ -11,6 +11,7 @@ from campaigns.models import (
     CampaignSchedule,
     Endpoint,
     FtsInstance,
+    ReadinessCheck,
     Run,
     Transfer,
 )
@@ -220,6 +221,39 @@ class RunSerializer(BaseModelSerializer):
             "judgement",
         ]
         read_only_fields = fields
+
+
+class ReadinessCheckSerializer(BaseModelSerializer):
+    """A readiness check: POST {endpoint, peer} queues one; GET follows its steps."""
+
+    endpoint_name = serializers.CharField(source="endpoint.name", read_only=True)
+    peer_name = serializers.CharField(source="peer.name", read_only=True, default=None, allow_null=True)
+    steps = serializers.JSONField(
+        read_only=True,
+        help_text="One entry a step, in the order run: key, title, operation, endpoint, state (pending, passed, "
+        "failed, skipped), message (the storage's own words), seconds, credentials.",
+    )
+
+    class Meta:
+        model = ReadinessCheck
+        route = "readiness-checks"
+        fields = [
+            "id",
+            "url",
+            "display",
+            "endpoint",
+            "endpoint_name",
+            "peer",
+            "peer_name",
+            "state",
+            "requested_by",
+            "created",
+            "started_at",
+            "finished_at",
+            "summary",
+            "steps",
+        ]
+        read_only_fields = ["state", "requested_by", "created", "started_at", "finished_at", "summary"]
 
 
 class TransferSerializer(serializers.ModelSerializer):

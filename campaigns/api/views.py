@@ -12,17 +12,27 @@ from rest_framework.pagination import CursorPagination
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from campaigns import editing, runs
+from campaigns import editing, readiness, runs
 from campaigns.api.serializers import (
     BackendSerializer,
     CampaignScheduleSerializer,
     CampaignSerializer,
     EndpointSerializer,
     FtsInstanceSerializer,
+    ReadinessCheckSerializer,
     RunSerializer,
     TransferSerializer,
 )
-from campaigns.models import Backend, Campaign, CampaignSchedule, Endpoint, FtsInstance, Run, Transfer
+from campaigns.models import (
+    Backend,
+    Campaign,
+    CampaignSchedule,
+    Endpoint,
+    FtsInstance,
+    ReadinessCheck,
+    Run,
+    Transfer,
+)
 from campaigns.results import comparison, exports, readers
 from campaigns.runs import scheduling
 from campaigns.web.filters import TransferFilter
@@ -168,6 +178,26 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         response = StreamingHttpResponse(exports.steps_csv(run), content_type="text/csv")
         response["Content-Disposition"] = f'attachment; filename="run-{run.pk}-steps.csv"'
         return response
+
+
+class ReadinessCheckViewSet(
+    mixins.CreateModelMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet
+):
+    """Readiness checks: POST {"endpoint": id, "peer": id or null} queues one for a transfers worker
+    (202, state queued); GET it until its state is passed or failed."""
+
+    queryset = ReadinessCheck.objects.select_related("endpoint", "peer")
+    serializer_class = ReadinessCheckSerializer
+    permission_classes = [RolePermission]
+    filterset_fields = ["endpoint", "peer", "state"]
+
+    @extend_schema(responses={202: ReadinessCheckSerializer})
+    def create(self, request, *args, **kwargs):
+        body = self.get_serializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        check = readiness.start(data["endpoint"], data.get("peer"), user=request.user)
+        return Response(self.get_serializer(check).data, status=status.HTTP_202_ACCEPTED)
 
 
 class ComparisonView(APIView):

@@ -4,20 +4,12 @@ from __future__ import annotations
 
 import pytest
 from django.test import Client
-from rest_framework.test import APIClient
 
 from campaigns.models import FtsInstance
-from storageops.api import tokens
+from tests.support.api import api
 
 pytestmark = pytest.mark.django_db
 SECRET = "eyJFTSSECRETTOKEN"
-
-
-def api(user, role: str) -> APIClient:
-    client = APIClient()
-    _, secret = tokens.create_token(user, f"{role} fts", role)
-    client.credentials(HTTP_AUTHORIZATION=f"Token {secret}")
-    return client
 
 
 def test_fts_instance_api_validates_guards_and_never_returns_the_token(admin_user, viewer):

@@ -15,16 +15,10 @@ from campaigns.models import Run
 from campaigns.runs.lifecycle import RunDriver
 from storageops.api import tokens
 from storageops.models import APIToken
+from tests.support.api import api
 from tests.support.factories import backend, endpoint, half_failing_campaign, mock_campaign
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def api(user, role: str) -> APIClient:
-    client = APIClient()
-    _, secret = tokens.create_token(user, f"{role} test", role)
-    client.credentials(HTTP_AUTHORIZATION=f"Token {secret}")
-    return client
 
 
 def finished_run(name: str, **fields) -> Run:

@@ -7,20 +7,12 @@ import json
 import pytest
 from django.urls import reverse
 from django_celery_beat.models import PeriodicTask
-from rest_framework.test import APIClient
 
 from campaigns.models import CampaignSchedule
-from storageops.api import tokens
+from tests.support.api import api
 from tests.support.factories import mock_campaign
 
 pytestmark = pytest.mark.django_db
-
-
-def api(user, role: str) -> APIClient:
-    client = APIClient()
-    _, secret = tokens.create_token(user, f"{role} test", role)
-    client.credentials(HTTP_AUTHORIZATION=f"Token {secret}")
-    return client
 
 
 def test_create_edit_and_delete_a_schedule(admin_user):

@@ -10,6 +10,7 @@ import pytest
 
 from campaigns import readiness
 from campaigns.models import Campaign, ReadinessCheck
+from tests.support.api import api
 from tests.support.factories import campaign, endpoint
 
 pytestmark = pytest.mark.django_db
@@ -177,3 +178,31 @@ def test_each_credential_is_checked_on_its_own_and_a_broken_proxy_fails_only_its
     again = readiness.run_check(_check(both))
     step = next(s for s in again.steps if s["key"] == "proxy:both-creds")
     assert step["state"] == "passed" and step["message"].startswith(f"{pem}: valid until "), step
+
+
+def test_through_the_api_an_operator_starts_one_a_viewer_may_only_read_it(operator, viewer, xrootd_pair, worker):
+    door1, door2 = xrootd_pair
+    a = endpoint("api-ready-1", door1.root_url_for("/data/api-ready/"))
+    b = endpoint("api-ready-2", door2.root_url_for("/data/api-ready/"))
+    fake = endpoint("api-ready-mock", "mock://fake.test/data/")
+    as_operator, as_viewer = api(operator, "operator"), api(viewer, "viewer")
+    assert as_viewer.post("/api/v1/readiness-checks/", {"endpoint": a.pk}, format="json").status_code == 403
+    # Refused with the field named, and nothing queued: the same endpoint twice, a mock, no endpoint.
+    for body, field in (({"endpoint": a.pk, "peer": a.pk}, "peer"), ({"endpoint": fake.pk}, "endpoint"),
+                        ({"peer": b.pk}, "endpoint"), ({"endpoint": "a"}, "endpoint")):  # fmt: skip
+        refused = as_operator.post("/api/v1/readiness-checks/", body, format="json")
+        assert refused.status_code == 400 and field in refused.json()["error"]["fields"], refused.content
+    assert not ReadinessCheck.objects.exists()
+    started = as_operator.post("/api/v1/readiness-checks/", {"endpoint": a.pk, "peer": b.pk}, format="json")
+    assert started.status_code == 202 and started.json()["state"] == "queued", started.content
+    url = f"/api/v1/readiness-checks/{started.json()['id']}/"
+    deadline = time.monotonic() + 120
+    while (body := as_viewer.get(url).json())["state"] not in ("passed", "failed"):
+        assert time.monotonic() < deadline, (body, worker.log_text()[-3000:])
+        time.sleep(0.5)
+    assert body["state"] == "passed" and body["summary"] == "All 14 steps passed.", body
+    assert [s["state"] for s in body["steps"]] == ["passed"] * 14
+    assert body["endpoint_name"] == "api-ready-1" and body["peer_name"] == "api-ready-2"
+    assert body["requested_by"] == operator.pk
+    listed = as_viewer.get(f"/api/v1/readiness-checks/?endpoint={a.pk}&state=passed").json()
+    assert [c["id"] for c in listed["results"]] == [body["id"]]
