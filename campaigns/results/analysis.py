@@ -183,6 +183,11 @@ def run_summary(run: Run, exclude: list[tuple[datetime, datetime]] | None = None
     for endpoint_id, agg in working_side.items():
         door = per_door[doors.get(endpoint_id, str(endpoint_id))]
         _merge(door, agg)
+    backend_of = {ep.get("id"): ep.get("backend_name") for ep in run.snapshot.get(f"{spec.door_side}s", [])}
+    per_backend: dict[str, Aggregate] = defaultdict(new)
+    for endpoint_id, agg in working_side.items():
+        if backend_of.get(endpoint_id):
+            _merge(per_backend[backend_of[endpoint_id]], agg)
     summary = {
         "total": total.as_dict(),
         "steps": concurrency.with_achieved(
@@ -196,6 +201,9 @@ def run_summary(run: Run, exclude: list[tuple[datetime, datetime]] | None = None
         "destinations": {endpoint_names.get(k, str(k)): v.as_dict() for k, v in by_destination.items()},
         "sources": {endpoint_names.get(k, str(k)): v.as_dict() for k, v in by_source.items()},
         "doors": {name: agg.as_dict() for name, agg in sorted(per_door.items())},
+        # The working side's backends (the destinations' for a write, the sources' for a read):
+        # a campaign that writes to dCache and EOS at once is judged on each (baselines).
+        "backends": {name: agg.as_dict() for name, agg in sorted(per_backend.items())},
         "door_side": spec.door_side,
     }
     if exclude:

@@ -60,6 +60,7 @@ class Figure:
     value: Callable[[dict], float | None]
     higher_is_better: bool
     unit: str = "B/s"  # B/s, s, or fraction (a rate: its band's floor is absolute)
+    backend: str = ""  # a figure of one backend's copies alone, in a run that worked on several
 
     @property
     def is_rate(self) -> bool:
@@ -108,13 +109,25 @@ _RANK = {f.key: i for i, f in enumerate(FIGURES)}
 
 
 def figures_of(summary: dict) -> dict[str, tuple[Figure, float]]:
-    """Every figure a summary has, the per-step throughputs included (keyed by concurrency)."""
+    """Every figure a summary has, the per-step throughputs included (keyed by concurrency), and
+    with more than one backend on the working side each backend's throughput and failure rate."""
     found = {f.key: (f, v) for f in FIGURES if (v := f.value(summary)) is not None}
     for step in summary.get("steps") or []:
         if step.get("throughput_bps") is not None and step.get("concurrency"):
             c = step["concurrency"]
             figure = Figure(f"step_throughput_{c}", f"throughput at concurrency {c}", lambda s: None, True)
             found[figure.key] = (figure, step["throughput_bps"])
+    backends = summary.get("backends") or {}
+    if len(backends) > 1:  # one backend's figures are the run's: judged once
+        for name, figures in backends.items():
+            for figure in (
+                Figure(f"backend_throughput:{name}", f"throughput of {name}", _total("throughput_bps"), True,
+                       backend=name),
+                Figure(f"backend_error_rate:{name}", f"failure rate of {name}", _failure_rate, False, "fraction",
+                       backend=name),
+            ):  # fmt: skip
+                if (value := figure.value({"total": figures})) is not None:
+                    found[figure.key] = (figure, value)
     return found
 
 
@@ -176,11 +189,25 @@ def judge(run: Run, baseline: list[Run] | None = None, summary: dict | None = No
     changed = [f for f in judged["figures"] if f["status"] != "within"]
     regressed = [f for f in changed if f["status"] == "regressed"]
     judged["status"] = "regressed" if regressed else ("better" if changed else "within")
+    judged["backends"] = _by_backend(judged["figures"])
     if regressed:
         since = max(r.finished_at for r in baseline)
         judged["suspects"] = suspects(run, since)
     judged["headline"] = _headline(judged, regressed or changed)
     return judged
+
+
+def _by_backend(figures: list[dict]) -> dict[str, str]:
+    """Each backend's own verdict, from its own figures: the status grid colours a backend's cell
+    by it, so a run that slowed EOS does not paint the dCache it also wrote to."""
+    statuses: dict[str, set[str]] = {}
+    for f in figures:
+        if f["backend"]:
+            statuses.setdefault(f["backend"], set()).add(f["status"])
+    return {
+        name: "regressed" if "regressed" in found else ("better" if "better" in found else "within")
+        for name, found in sorted(statuses.items())
+    }
 
 
 def _judged(figure: Figure, value: float, b: dict, n: int) -> dict:
@@ -191,7 +218,7 @@ def _judged(figure: Figure, value: float, b: dict, n: int) -> dict:
     sigmas = abs(value - b["median"]) / b["sigma"] if b["sigma"] else None
     return {"key": figure.key, "label": figure.label, "value": value, **b, "n": n, "status": status,
             "change": change, "sigmas": sigmas, "higher_is_better": figure.higher_is_better,
-            "unit": figure.unit}  # fmt: skip
+            "unit": figure.unit, "backend": figure.backend}  # fmt: skip
 
 
 def suspects(run: Run, since: datetime) -> list[dict]:

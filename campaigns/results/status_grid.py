@@ -1,5 +1,6 @@
 """The status grid (MaDDash's red/green matrix for storage): destination backends by campaigns,
-each cell the latest finished run of that campaign on that backend and its judgement."""
+each cell the latest finished run of that campaign on that backend and its judgement: the
+backend's own where the run wrote to several (each judged on its own copies), else the run's."""
 
 from __future__ import annotations
 
@@ -27,12 +28,18 @@ def grid() -> dict:
         Run.objects.filter(finished_at__isnull=False)
         .order_by("-finished_at")
         .values_list("pk", "state", "finished_at", "campaign__name", "snapshot__destinations",
-                     "summary__judgement__status", "summary__judgement__headline")[:LOOK_BACK_RUNS]
+                     "summary__judgement__status", "summary__judgement__headline",
+                     "summary__judgement__backends")[:LOOK_BACK_RUNS]
     )  # fmt: skip
     cells: dict[tuple[str, str], Cell] = {}
-    for pk, state, finished_at, campaign, destinations, status, headline in latest:
+    for pk, state, finished_at, campaign, destinations, status, headline, by_backend in latest:
         for backend in sorted({d.get("backend_name") or "" for d in destinations or []} - {""}):
-            cells.setdefault((backend, campaign), Cell(pk, state, status or "", headline or "", finished_at))
+            own = (by_backend or {}).get(backend)
+            text = headline or ""
+            if own and own != status:
+                # A run over several backends is judged on each: this cell is this backend's.
+                text = f"{backend}: {own}. The run: {text}"
+            cells.setdefault((backend, campaign), Cell(pk, state, own or status or "", text, finished_at))
     campaigns = sorted({c for _, c in cells})
     rows = [
         (backend, [(campaign, cell := cells.get((backend, campaign)), cell_class(cell)) for campaign in campaigns])

@@ -12,7 +12,7 @@ from campaigns import runs
 from campaigns.results import baselines
 from campaigns.runs.lifecycle import RunDriver
 from collectors.events import log_event
-from tests.support.factories import mock_campaign
+from tests.support.factories import campaign, endpoint, mock_campaign
 
 pytestmark = pytest.mark.django_db
 MB = 1_000_000
@@ -179,3 +179,56 @@ def test_a_p95_of_too_few_copies_is_not_judged(history):
     assert judged["status"] == "within" and "duration_p95" not in {f["key"] for f in judged["figures"]}
     enough = finished(campaign, now, 100 * MB, p95=9.9)
     assert next(f for f in baselines.judge(enough)["figures"] if f["key"] == "duration_p95")["status"] == "regressed"
+
+
+def test_a_run_over_two_backends_records_each_from_its_own_copies():
+    """Through the real gfal2 mock plugin: each backend's figures are its own copies', and they
+    add up to the run's."""
+    src = endpoint("two-src", "mock://src.test/data/")
+    eos = endpoint("two-eos", "mock://eos.test/data/?time=0", backend_name="eos")
+    dcache = endpoint("two-dcache", "mock://dcache.test/data/?transfer_errno=110", backend_name="dcache")
+    run = runs.create_run(campaign("two-backends", [src], [eos, dcache], file_count=8), trigger="api")
+    RunDriver(run.pk).drive()
+    run.refresh_from_db()
+    by_backend = run.summary["backends"]
+    assert set(by_backend) == {"eos", "dcache"}
+    assert (by_backend["eos"]["files_ok"], by_backend["eos"]["files_failed"]) == (4, 0)
+    assert (by_backend["dcache"]["files_ok"], by_backend["dcache"]["files_failed"]) == (0, 4)
+    assert by_backend["eos"]["bytes"] == run.summary["total"]["bytes"]
+
+
+def test_each_backend_of_a_run_is_judged_on_its_own_copies(client, viewer):
+    """Six nights writing to EOS and dCache at once, then EOS slows by 40 % and dCache does not:
+    EOS is regressed, dCache within, and the status grid colours each cell by its own backend."""
+    eos = endpoint("both-eos", "mock://eos.test/data/", backend_name="eos")
+    dcache = endpoint("both-dcache", "mock://dcache.test/data/", backend_name="dcache")
+    both = campaign("both", [endpoint("both-src", "mock://src.test/data/")], [eos, dcache])
+    now = timezone.now()
+
+    def night(at, eos_mb: float, dcache_mb: float):
+        run = finished(both, at, (eos_mb + dcache_mb) * MB)
+        run.summary["backends"] = {
+            "eos": {"throughput_bps": eos_mb * MB, "files_ok": 50, "files_failed": 0},
+            "dcache": {"throughput_bps": dcache_mb * MB, "files_ok": 50, "files_failed": 0},
+        }
+        run.save()
+        return run
+
+    for i, d in enumerate([0, 2, -1, 1, -2, 0]):
+        night(now - timedelta(hours=7 - i), 100 + d, 200 - d)
+    slow = night(now, 60, 200)
+    judged = baselines.judge(slow)
+    assert judged["backends"] == {"dcache": "within", "eos": "regressed"}, judged["figures"]
+    eos_figure = next(f for f in judged["figures"] if f["key"] == "backend_throughput:eos")
+    assert eos_figure["backend"] == "eos" and round(eos_figure["change"], 2) == -0.4
+    # The run's own throughput fell 13 %: it leads the headline, whose band is the run's.
+    assert judged["status"] == "regressed" and judged["headline"].startswith("Throughput regressed 13 %")
+    slow.summary = {**slow.summary, "judgement": judged}
+    slow.save()
+    client.force_login(viewer)
+    page = client.get("/campaigns/status/").content.decode()
+    assert 'data-cell="eos|both" data-class="bad"' in page
+    assert 'data-cell="dcache|both" data-class="ok"' in page
+    # A run over one backend has no figures of its own per backend: its one backend is the run.
+    single = baselines.figures_of({"total": {"throughput_bps": 1.0}, "backends": {"eos": {"throughput_bps": 1.0}}})
+    assert set(single) == {"throughput"}
