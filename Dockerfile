@@ -35,6 +35,7 @@ RUN apt-get update \
         gfal2-plugin-file \
         gfal2-plugin-http \
         gfal2-plugin-xrootd \
+        gfal2-plugin-gridftp \
         gfal2-plugin-mock \
         gfal2-util-scripts \
         xrootd-client \

@@ -59,11 +59,13 @@ class Step:
 
 def tpc_modes(source_scheme: str, destination_scheme: str) -> list[str]:
     """The third-party copy modes two endpoints' schemes share: HTTP has pull and push; XRootD
-    one mode, the destination pulling; between an HTTP and an XRootD endpoint there is none."""
+    one mode, the destination pulling; GridFTP one too; between two protocols there is none."""
     if source_scheme in _HTTP and destination_scheme in _HTTP:
         return ["pull", "push"]
     if source_scheme in _ROOT and destination_scheme in _ROOT:
         return ["tpc"]
+    if source_scheme == destination_scheme == "gsiftp":
+        return ["tpc"]  # GridFTP's one: the client steers both doors, the data flows between them
     return []
 
 

@@ -12,8 +12,8 @@ from django.core.exceptions import ValidationError
 MAX_INT32 = 2**31 - 1
 MAX_ROW_ID = 2**63 - 1
 
-# Schemes gfal2 can drive (with Debian's file, http, xrootd and mock plugins) plus FTS' own.
-TRANSFER_SCHEMES = ("root", "roots", "xroot", "davs", "https", "http", "dav", "file", "mock")
+# Schemes gfal2 can drive (with Debian's file, http, xrootd, gridftp and mock plugins), FTS too.
+TRANSFER_SCHEMES = ("root", "roots", "xroot", "davs", "https", "http", "dav", "gsiftp", "file", "mock")
 
 
 def validate_transfer_url(value: str) -> None:

@@ -141,6 +141,30 @@ def test_ca(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def grid_credentials(tmp_path_factory, test_ca):
+    """GSI for gsiftp://: the test CA with its signing policy, a user proxy, a grid-mapfile."""
+    from devsite.gridftp_server import make_grid_credentials
+
+    return make_grid_credentials(test_ca, tmp_path_factory.mktemp("gsi"))
+
+
+@pytest.fixture(scope="session")
+def gridftp_pair(tmp_path_factory, grid_credentials):
+    """Two real globus-gridftp-servers with GSI on loopback ports (Debian's globus-gridftp-server-progs)."""
+    from devsite.gridftp_server import GridFTPServer
+
+    base = tmp_path_factory.mktemp("gridftp")
+    servers = []
+    try:
+        for name in ("gftp1", "gftp2"):
+            servers.append(GridFTPServer(name, base / name / "data", grid_credentials).start())
+        yield servers
+    finally:
+        for server in servers:
+            server.stop()
+
+
+@pytest.fixture(scope="session")
 def xrootd_https_pair(tmp_path_factory, test_ca):
     """Two XRootD doors that also serve HTTPS (davs) with XrdHttpTPC, certified by a throw-away CA."""
     from devsite.xrootd_server import XRootDServer

@@ -23,7 +23,7 @@ def _errors(exc: pytest.ExceptionInfo) -> dict:
 @pytest.mark.parametrize(
     ("url", "fragment"),
     [
-        ("gsiftp://door1:2811/data/", "Unsupported URL scheme 'gsiftp'"),
+        ("ftp://door1:2811/data/", "Unsupported URL scheme 'ftp'"),
         ("javascript:alert(1)", "Unsupported URL scheme 'javascript'"),
         ("door1:1094/data", "Unsupported URL scheme"),
         ("root:///data/", "needs a host"),

@@ -30,6 +30,11 @@ def test_the_plan_follows_the_schemes():
     assert keys[:4] == ["upload:ra", "stat:ra", "checksum:ra", "download:ra"]
     davs = [s.key for s in readiness.plan(_check(davs_a, davs_b)) if s.operation == "tpc"]
     assert davs == ["tpc-pull:da>db", "tpc-push:da>db", "tpc-pull:db>da", "tpc-push:db>da"]
+    gsi_a, gsi_b = endpoint("ga", "gsiftp://127.0.0.1:2811/data/"), endpoint("gb", "gsiftp://127.0.0.1:2812/data/")
+    assert [s.key for s in readiness.plan(_check(gsi_a, gsi_b)) if s.operation == "tpc"] == [
+        "tpc-tpc:ga>gb",
+        "tpc-tpc:gb>ga",
+    ]
     # Between root:// and davs:// there is no third-party copy: none is planned.
     assert not [s for s in readiness.plan(_check(root_a, davs_a)) if s.operation == "tpc"]
     # Every file written is deleted, after the step that wrote it.
