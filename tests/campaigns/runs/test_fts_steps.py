@@ -111,7 +111,7 @@ def test_a_sweep_on_a_new_link_holds_each_steps_concurrency_anyway():
     double = FtsDouble(token=TOKEN, optimizer_interval=2.0).start()
     try:
         run = new_run("steps-sweep", double, 2, file_count=15, concurrency_steps=[1, 2, 4], step_files=5)
-        assert RunDriver(run.pk).drive() == RunState.SUCCEEDED
+        assert RunDriver(run.pk).drive() == RunState.SUCCEEDED, double.crashes
     finally:
         double.stop()
     run.refresh_from_db()
