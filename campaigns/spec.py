@@ -13,7 +13,9 @@ from dataclasses import dataclass, field, fields
 from functools import cache
 from typing import Any
 
+from campaigns import sweeps
 from campaigns.models.definitions import Campaign
+from campaigns.sweeps import StepPoint
 
 # A budget label says which budget stopped a run ("daily byte budget reached ...").
 DEFAULT_BYTE_BUDGET_LABEL = "byte budget"
@@ -91,8 +93,11 @@ class RunSpec:
     # The campaign's own per-run byte limit; max_bytes above is what this run may move: the
     # tightest of that and what was left of the daily and weekly budgets when it was created.
     campaign_max_bytes: int | None = None
+    sweep: dict = field(default_factory=dict)  # {axis: [values]} crossed with the concurrency steps
     fts: FtsSpec = field(default_factory=FtsSpec)
     retry: RetrySpec | None = None
+    # Every step's full parameter point, in order (campaigns.sweeps): derived, not a parameter.
+    points: tuple[StepPoint, ...] = ()
 
     @classmethod
     def from_snapshot(cls, snapshot: dict) -> RunSpec:
@@ -116,6 +121,12 @@ class RunSpec:
             values["retry"] = RetrySpec(
                 of=int(retry["of"]), indices=tuple(int(i) for i in retry["indices"]), seed=int(retry["seed"])
             )
+        values["sweep"] = dict(values.get("sweep") or {})
+        values["points"] = sweeps.points(
+            values["concurrency_steps"],
+            values["sweep"],
+            {axis: values[axis] for axis in sweeps.AXES},
+        )
         return cls(campaign_id=snapshot.get("campaign_id"), **values)
 
     @classmethod
@@ -140,16 +151,35 @@ class RunSpec:
 
     def concurrency_of(self, step_index: int | None) -> int | None:
         """The concurrency a step index stands for (the one join of step to concurrency)."""
-        if step_index is None or not 0 <= step_index < len(self.concurrency_steps):
+        point = self.point_of(step_index)
+        return point.concurrency if point else None
+
+    def point_of(self, step_index: int | None) -> StepPoint | None:
+        """Everything a step index stands for: its concurrency and the swept knobs' values."""
+        if step_index is None or not 0 <= step_index < len(self.points):
             return None
-        return self.concurrency_steps[step_index]
+        return self.points[step_index]
+
+    def step_point(self, step_index: int | None) -> dict:
+        """A step row's parameter columns: its concurrency, and with a sweep every swept knob."""
+        point = self.point_of(step_index)
+        if point is None:
+            return {"concurrency": None}
+        if not self.sweep:
+            return {"concurrency": point.concurrency}
+        return {"concurrency": point.concurrency, **{axis: getattr(point, axis) for axis in self.swept_axes}}
+
+    @property
+    def swept_axes(self) -> list[str]:
+        """The knobs besides concurrency that change from step to step."""
+        return sweeps.swept_axes(self.sweep)
 
 
 # The names a snapshot's "parameters" hold (planning.PARAMETER_FIELDS), with the model's defaults.
 PARAMETER_NAMES = tuple(
     f.name
     for f in fields(RunSpec)
-    if f.name not in ("campaign_id", "byte_budget_label", "campaign_max_bytes", "fts", "retry")
+    if f.name not in ("campaign_id", "byte_budget_label", "campaign_max_bytes", "fts", "retry", "points")
 )
 
 

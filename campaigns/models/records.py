@@ -82,6 +82,9 @@ class RunStep(models.Model):
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="steps")
     index = models.PositiveSmallIntegerField()
     concurrency = models.PositiveIntegerField()
+    point = models.JSONField(
+        default=dict, blank=True, help_text="The step's full parameter point: concurrency, streams, TCP buffer, mode."
+    )
     started_at = models.DateTimeField()
     ended_at = models.DateTimeField(null=True, blank=True)
 

@@ -192,10 +192,7 @@ def run_summary(run: Run, exclude: list[tuple[datetime, datetime]] | None = None
         "total": total.as_dict(),
         "steps": concurrency.with_achieved(
             run,
-            [
-                {"step": index, "concurrency": spec.concurrency_of(index), **steps[index].as_dict()}
-                for index in sorted(steps)
-            ],
+            [{"step": index, **spec.step_point(index), **steps[index].as_dict()} for index in sorted(steps)],
             intervals,
         ),
         "destinations": {endpoint_names.get(k, str(k)): v.as_dict() for k, v in by_destination.items()},

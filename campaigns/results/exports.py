@@ -10,6 +10,7 @@ from collections.abc import Iterator
 
 from campaigns.models import Run, Transfer
 from campaigns.results import readers
+from campaigns.spec import RunSpec
 
 TRANSFER_COLUMNS = (
     "index", "step", "state", "attempt", "source", "destination", "size", "started_at", "finished_at", "duration",
@@ -54,8 +55,10 @@ def transfers_json(run: Run) -> Iterator[str]:
 def steps_csv(run: Run) -> Iterator[str]:
     buffer = io.StringIO()
     writer = csv.writer(buffer)
-    columns = ("step", "concurrency", "files_ok", "files_failed", "bytes", "window_seconds", "throughput_bps",
-               "success_rate", "duration_p50", "duration_p95")  # fmt: skip
+    # A sweep's swept knobs follow the concurrency: each row is its step's full point.
+    axes = tuple(RunSpec.of(run).swept_axes)
+    columns = ("step", "concurrency", *axes, "files_ok", "files_failed", "bytes", "window_seconds",
+               "throughput_bps", "success_rate", "duration_p50", "duration_p95")  # fmt: skip
     writer.writerow(columns)
     for step in readers.steps(run):
         writer.writerow([step.get(c) for c in columns])

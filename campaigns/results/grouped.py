@@ -73,8 +73,5 @@ def step_table(run: Run, rows: list[dict], excluded: Iterable[tuple[datetime, da
     indexes = sorted({r["step"] for r in rows if r["step"] is not None and r["n"]})
     return concurrency.with_achieved(
         run,
-        [
-            {"step": k, "concurrency": spec.concurrency_of(k), **merged((r for r in rows if r["step"] == k), excluded)}
-            for k in indexes
-        ],
+        [{"step": k, **spec.step_point(k), **merged((r for r in rows if r["step"] == k), excluded)} for k in indexes],
     )

@@ -27,6 +27,7 @@ from django.conf import settings
 from django.db.models import Avg, Count, Q
 from django.utils import timezone
 
+from campaigns import sweeps
 from campaigns.choices import CampaignKind
 from campaigns.models import Run, RunStep
 from campaigns.results.evidence import evidence
@@ -94,12 +95,17 @@ _SPECIFIC = ("cpu", "memory", "disk", "network", "cores", "daemon_cpu")
 
 
 # -- knee -----------------------------------------------------------------------------------
-def knee(steps: list[dict]) -> dict:
-    """Peak and knee of a concurrency curve given as the step table of a run summary."""
+def knee(steps: list[dict], axes: list[str] | tuple[str, ...] = ()) -> dict:
+    """Peak and knee of a concurrency curve given as the step table of a run summary.
+
+    In a sweep over other knobs too (`axes`: streams, TCP buffer, mode), the curve is the
+    concurrency row of the best step's setting: a knee read across rows would mix two curves."""
     scored = [s for s in steps if s.get("throughput_bps") and s.get("concurrency")]
     if not scored:
         return {"status": "no_data", "peak": None, "knee": None}
     peak = max(scored, key=lambda s: s["throughput_bps"])
+    if axes:
+        scored = [s for s in scored if all(s.get(a) == peak.get(a) for a in axes)]
     concurrencies = {s["concurrency"] for s in scored}
     reference = peak
     earlier = [s for s in scored if s["concurrency"] < max(concurrencies)]
@@ -117,7 +123,8 @@ def knee(steps: list[dict]) -> dict:
         status = "levelled"
 
     def point(s: dict) -> dict:
-        return {"step": s["step"], "concurrency": s["concurrency"], "throughput_bps": s["throughput_bps"]}
+        return {"step": s["step"], "concurrency": s["concurrency"], "throughput_bps": s["throughput_bps"],
+                **{a: s.get(a) for a in axes}}  # fmt: skip
 
     return {"status": status, "peak": point(peak), "knee": point(at)}
 
@@ -277,7 +284,7 @@ def _door_count(summary: dict) -> list[str]:
 def run_verdict(run: Run, summary: dict, end: datetime | None = None) -> dict:
     """Knee, saturation per step and door, bottleneck, capacity, and a headline sentence."""
     end = end or run.finished_at or timezone.now()
-    curve = knee(summary.get("steps", []))
+    curve = knee(summary.get("steps", []), RunSpec.of(run).swept_axes)
     table, per_step, used = saturation(run, summary, end)
     knee_point = curve["knee"]
     bottleneck = None
@@ -342,6 +349,10 @@ def headline(v: dict) -> str:
             f"Knee at concurrency {knee_point['concurrency']} ({format_rate(knee_point['throughput_bps'])}; "
             f"peak {format_rate(peak['throughput_bps'])} at {peak['concurrency']})."
         )
+    setting = ", ".join(f"{sweeps.AXIS_LABELS[a]} {knee_point[a]}" for a in sweeps.AXES if a in knee_point)
+    if setting:
+        # A sweep over more than concurrency: the curve read is the best setting's.
+        curve = f"{curve[:-1]}, with {setting} (the best setting's curve)."
     o = v["overload_errors"]
     errors = (
         f" From concurrency {o['concurrency']}, {o['rate']:.0%} of requests failed with checksum timeouts "

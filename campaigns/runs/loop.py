@@ -229,7 +229,7 @@ class RunLoop:
                 f"{spec.byte_budget_label} reached ({self.moved} of {spec.max_bytes} bytes moved or in flight)",
             )
         elif self.draining or timed_out or (filled and self.engine.unstarted(self.step.index) == 0):
-            if self.step.index + 1 < len(spec.concurrency_steps):
+            if not steps.is_last(self.step, spec):
                 if timed_out and not self.draining:
                     # Jobs not yet started belong to the new step: give them back to be re-claimed.
                     self.give_back()
@@ -242,7 +242,7 @@ class RunLoop:
                 self.step_claimed = 0
                 self.enter_step()
             else:
-                self.stop = Stop(StopKind.SWEPT, "concurrency sweep completed", give_back=timed_out)
+                self.stop = Stop(StopKind.SWEPT, f"{_sweep_name(spec)} completed", give_back=timed_out)
 
     def enter_step(self) -> None:
         try:
@@ -299,6 +299,11 @@ class RunLoop:
         self.handed_bytes -= sum(j.size for j in jobs)
         self.step_claimed -= sum(1 for j in jobs if j.step == self.step.index)
         self.queue_empty = False
+
+
+def _sweep_name(spec: RunSpec) -> str:
+    """The name the stop reason gives what was swept: the concurrency, and a matrix's other axes."""
+    return " × ".join(["concurrency", *spec.swept_axes]) + " sweep"
 
 
 def _aware(epoch: float | None):

@@ -1,4 +1,4 @@
-"""A run's concurrency steps as rows: which step is in force, and the move to the next one."""
+"""A run's steps as rows (each a point of its sweep): which step is in force, and the move to the next one."""
 
 from __future__ import annotations
 
@@ -13,18 +13,28 @@ from campaigns.spec import RunSpec
 def current_step(run: Run, spec: RunSpec) -> RunStep:
     step = RunStep.objects.filter(run=run).order_by("-index").first()
     if step is None:
+        point = spec.points[0]
         return RunStep.objects.create(
-            run=run, index=0, concurrency=spec.concurrency_steps[0], started_at=timezone.now()
+            run=run, index=0, concurrency=point.concurrency, point=point.as_dict(), started_at=timezone.now()
         )
     return step
+
+
+def is_last(step: RunStep, spec: RunSpec) -> bool:
+    return step.index + 1 >= len(spec.points)
 
 
 def next_step(step: RunStep, spec: RunSpec) -> RunStep:
     now = timezone.now()
     with transaction.atomic():
         RunStep.objects.filter(pk=step.pk).update(ended_at=now)
+        point = spec.points[step.index + 1]
         return RunStep.objects.create(
-            run_id=step.run_id, index=step.index + 1, concurrency=spec.concurrency_steps[step.index + 1], started_at=now
+            run_id=step.run_id,
+            index=step.index + 1,
+            concurrency=point.concurrency,
+            point=point.as_dict(),
+            started_at=now,
         )
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from django import forms
 from django.conf import settings
 
+from campaigns import sweeps
 from campaigns.models import SCHEDULE_SETTINGS, Campaign, CampaignSchedule, Endpoint
 from storageops.units import parse_size
 from storageops.validators import check_source_urls
@@ -77,6 +78,43 @@ class FileMixField(forms.CharField):
         return value
 
 
+class SweepField(forms.CharField):
+    """Other knobs to step through, one axis a line: "streams: 1, 4, 8", "tcp_buffer_size: 0, 4 MB"."""
+
+    widget = forms.Textarea(attrs={"rows": 2, "placeholder": "streams: 1, 4, 8"})
+
+    def to_python(self, value):
+        value = super().to_python(value)
+        if value in self.empty_values:
+            return {}
+        sweep: dict[str, list] = {}
+        for n, line in enumerate(value.splitlines(), 1):
+            if not line.strip():
+                continue
+            axis, sep, values = line.partition(":")
+            axis = axis.strip()
+            if not sep or axis not in sweeps.AXES:
+                raise forms.ValidationError(
+                    "Line %(n)s: write axis: values, the axis one of %(axes)s (e.g. streams: 1, 4, 8).",
+                    params={"n": n, "axes": ", ".join(sweeps.AXES)},
+                )
+            parts = [p.strip() for p in values.split(",") if p.strip()]
+            try:
+                sweep[axis] = [p if axis == "tpc_mode" else _whole(p, axis) for p in parts]
+            except ValueError as exc:
+                raise forms.ValidationError("Line %(n)s: %(err)s", params={"n": n, "err": exc}) from None
+        return sweep
+
+    def prepare_value(self, value):
+        if isinstance(value, dict):
+            return "\n".join(f"{axis}: {', '.join(str(v) for v in values)}" for axis, values in value.items())
+        return value
+
+
+def _whole(text: str, axis: str) -> int:
+    return parse_size(text) if axis == "tcp_buffer_size" else int(text)
+
+
 URL_LIST_UPLOAD_MAX = 2 * 1024 * 1024
 
 
@@ -104,6 +142,11 @@ class CampaignForm(forms.ModelForm):
     concurrency_steps = ConcurrencyStepsField(
         initial="1", help_text="One value for a fixed concurrency, several for a sweep, e.g. 1, 2, 4, 8."
     )
+    sweep = SweepField(
+        required=False,
+        help_text="Also step through other knobs, each value at every concurrency step, one axis a line: "
+        "streams: 1, 4, 8 (axes: tpc_mode, tcp_buffer_size, streams; two or more make a matrix).",
+    )
 
     class Meta:
         model = Campaign
@@ -112,7 +155,7 @@ class CampaignForm(forms.ModelForm):
             "create_sources", "source_listing", "source_urls", "file_count", "file_size", "file_mix",
             "source_file_count", "direction", "tpc_mode",
             "checksum_mode", "checksum_algorithm", "streams", "tcp_buffer_size", "timeout", "overwrite",
-            "create_parent", "retries", "retry_delay", "concurrency_steps", "step_seconds", "step_files",
+            "create_parent", "retries", "retry_delay", "concurrency_steps", "sweep", "step_seconds", "step_files",
             "step_barrier", "start_together", "max_bytes",
             "max_duration", "cancel_grace", "max_bytes_per_day", "max_bytes_per_week", "allow_overlap", "cleanup",
             "fts_instance", "fts_priority", "fts_strict_copy", "target_rate_bps",
@@ -131,7 +174,8 @@ class CampaignForm(forms.ModelForm):
                    "source_urls", "source_urls_file")),
         ("How each copy is made", ("tpc_mode", "checksum_mode", "checksum_algorithm", "streams", "tcp_buffer_size",
                                    "timeout", "retries", "retry_delay", "overwrite", "create_parent")),
-        ("Concurrency", ("concurrency_steps", "step_seconds", "step_files", "step_barrier", "start_together")),
+        ("Concurrency and sweeps", ("concurrency_steps", "sweep", "step_seconds", "step_files", "step_barrier",
+                                    "start_together")),
         ("Budgets and stopping", ("max_bytes", "max_duration", "cancel_grace", "max_bytes_per_day",
                                   "max_bytes_per_week", "allow_overlap", "cleanup")),
         ("FTS (engine FTS3 only)", ("fts_instance", "fts_priority", "fts_strict_copy")),

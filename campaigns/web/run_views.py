@@ -11,10 +11,10 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 from django.views.generic import DetailView, ListView
 
-from campaigns import runs
+from campaigns import runs, sweeps
 from campaigns.choices import ErrorCategory
 from campaigns.models import Run, Transfer
-from campaigns.results import chain, charts, readers, verdicts
+from campaigns.results import chain, charts, matrix, readers, verdicts
 from campaigns.results.parameters import byte_budget
 from campaigns.spec import RunSpec
 from campaigns.web.filters import TransferFilter
@@ -62,6 +62,7 @@ class RunDetailView(DetailView):
         context["chain"] = chain.retry_chain(self.object)
         context["in_flight"] = readers.oldest_in_flight(self.object) if self.object.is_live else []
         context["target_rate_bps"] = verdicts.target_rate_bps(self.object)
+        context["swept"] = [(axis, sweeps.AXIS_LABELS[axis]) for axis in RunSpec.of(self.object).swept_axes]
         return context
 
 
@@ -107,7 +108,7 @@ def run_retry_failed(request: HttpRequest, pk: int) -> HttpResponse:
 
 CHARTS = {
     "timeline": readers.timeline,
-    "steps": lambda run: {"steps": readers.steps(run)},
+    "steps": lambda run: matrix.chart(readers.steps(run), RunSpec.of(run).swept_axes),
     "errors": lambda run: {"errors": charts.error_mix(run)},
     "scatter": charts.scatter,
     "hosts": charts.hosts,

@@ -184,7 +184,7 @@
     function draw() {
       return Promise.all([url("events"), url("timeline"), url("steps"), url("scatter"), url("errors"), url("hosts")].map(getJSON))
         .then(function (parts) {
-          var events = parts[0].events, tl = parts[1], steps = parts[2].steps, sc = parts[3];
+          var events = parts[0].events, tl = parts[1], steps = parts[2], sc = parts[3];
           var errors = parts[4].errors, hosts = parts[5];
           drawTimeline(tl, events);
           drawSteps(steps);
@@ -217,13 +217,40 @@
         events);
     }
 
-    function drawSteps(steps) {
-      var c = canvas("steps");
+    function drawSteps(data) {
+      var c = canvas("steps"), steps = data.steps;
       var points = steps.filter(function (s) { return s.throughput_bps; }).map(function (s) { return { x: s.concurrency, y: s.throughput_bps }; });
       if (!points.length) { noData(c, "No step has a throughput yet."); return; }
       clearNoData(c);
-      makeChart(c, "line", [{ label: "throughput per step", data: points, borderColor: colour(0), backgroundColor: colour(0), pointRadius: 4, unit: "B/s" }],
-        { x: concurrencyAxis(points.map(function (p) { return p.x; })), y: valueAxis("throughput (bytes/s)", "B/s") }, []);
+      var axis = concurrencyAxis(points.map(function (p) { return p.x; }));
+      if (!data.axes || !data.axes.length) {
+        makeChart(c, "line", [{ label: "throughput per step", data: points, borderColor: colour(0), backgroundColor: colour(0), pointRadius: 4, unit: "B/s" }],
+          { x: axis, y: valueAxis("throughput (bytes/s)", "B/s") }, []);
+        return;
+      }
+      /* A sweep over more than concurrency: one line per setting, and the same steps against the
+         first swept knob, one line per concurrency. */
+      makeChart(c, "line", sweepLines(data.by.concurrency), { x: axis, y: valueAxis("throughput (bytes/s)", "B/s") }, []);
+      var m = canvas("steps-by-axis");
+      if (!m) return;
+      var name = m.getAttribute("data-axis"), byAxis = data.by[name] || [];
+      var numeric = byAxis.every(function (l) { return l.points.every(function (p) { return typeof p.x === "number"; }); });
+      var x = numeric ? { type: "linear", title: { display: true, text: m.getAttribute("data-axis-label") } }
+        : { type: "category", labels: uniqueX(byAxis), title: { display: true, text: m.getAttribute("data-axis-label") } };
+      makeChart(m, "line", sweepLines(byAxis), { x: x, y: valueAxis("throughput (bytes/s)", "B/s") }, []);
+    }
+
+    function sweepLines(lines) {
+      return lines.map(function (l, i) {
+        return { label: l.label, data: l.points.map(function (p) { return { x: p.x, y: p.y }; }),
+          borderColor: colour(i), backgroundColor: colour(i), pointRadius: 4, unit: "B/s" };
+      });
+    }
+
+    function uniqueX(lines) {
+      var seen = [];
+      lines.forEach(function (l) { l.points.forEach(function (p) { if (seen.indexOf(p.x) < 0) seen.push(p.x); }); });
+      return seen;
     }
 
     function drawScatter(sc) {

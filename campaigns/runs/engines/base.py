@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 
 @dataclass(frozen=True)
@@ -22,6 +22,10 @@ class CopyOptions:
     def from_spec(cls, spec) -> CopyOptions:
         """The copy knobs of a RunSpec (duck-typed: engines sit below the spec's module)."""
         return cls(**{name: getattr(spec, name) for name in cls.__dataclass_fields__})
+
+    def at(self, point) -> CopyOptions:
+        """These options at a step's sweep point (its streams, TCP buffer and mode)."""
+        return replace(self, streams=point.streams, tcp_buffer_size=point.tcp_buffer_size, tpc_mode=point.tpc_mode)
 
 
 @dataclass(frozen=True)
@@ -44,6 +48,8 @@ class CopyJob:
     step: int
     attempt: int
     checksum: str = ""  # the source data's known checksum, when StorageOps generated it
+    # The knobs of its step's sweep point, where they differ from the run's (campaigns.sweeps).
+    options: CopyOptions | None = None
 
 
 @dataclass(slots=True)

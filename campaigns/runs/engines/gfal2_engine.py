@@ -70,18 +70,24 @@ class Gfal2Copier:
             os.environ["X509_CERT_DIR"] = sorted(ca_dirs)[0]
 
     # -- contexts -------------------------------------------------------------------------
-    def _context(self):
-        state = getattr(self._local, "state", None)
+    def _context(self, options: CopyOptions | None = None):
+        """This thread's context and parameters for `options` (the run's by default): a sweep's
+        step with other streams or another mode gets a context of its own, kept for its next copy."""
+        options = options or self.options
+        states = getattr(self._local, "states", None)
+        if states is None:
+            states = self._local.states = {}
+        state = states.get(options)
         if state is None:
             with _CONTEXT_LOCK:
                 ctx = gfal2.creat_context()
-                self._configure(ctx)
-            params = self._parameters(ctx)
-            state = self._local.state = (ctx, params)
+                self._configure(ctx, options)
+            params = self._parameters(ctx, options)
+            state = states[options] = (ctx, params)
         return state
 
-    def _configure(self, ctx) -> None:
-        options = self.options
+    def _configure(self, ctx, options: CopyOptions | None = None) -> None:
+        options = options or self.options
         # A credential-less HTTP TPC asks for a gridsite delegation XrdHttpTPC refuses, and
         # gfal2 would ask a server without macaroon support for a macaroon: see
         # docs/notes-xrootd-gfal2.md.
@@ -100,8 +106,7 @@ class Gfal2Copier:
                 ctx.cred_set(cred.url, ctx.cred_new("X509_CERT", cred.x509_proxy))
                 ctx.cred_set(cred.url, ctx.cred_new("X509_KEY", cred.x509_proxy))
 
-    def _parameters(self, ctx):
-        options = self.options
+    def _parameters(self, ctx, options: CopyOptions):
         params = ctx.transfer_parameters()
         params.overwrite = options.overwrite
         params.create_parent = options.create_parent
@@ -117,7 +122,7 @@ class Gfal2Copier:
 
     # -- copying ----------------------------------------------------------------------------
     def copy(self, job: CopyJob) -> CopyResult:
-        ctx, params = self._context()
+        ctx, params = self._context(job.options)
         seen: dict[str, str] = {}
 
         def on_event(event) -> None:

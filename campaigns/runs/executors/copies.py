@@ -62,6 +62,8 @@ class CopyPoolExecutor:
         self.retry_delay = RunSpec.of(run).retry_delay
         self.executor_id = executor_id
         self.pool = CopyPool(copier, deadline=RunSpec.of(run).timeout + DEADLINE_GRACE)
+        self.spec = RunSpec.of(run)
+        self.base_options = CopyOptions.from_spec(self.spec)
         self.last_deadline_check = 0.0
         self.start_together = RunSpec.of(run).start_together
         self.held_since = 0.0
@@ -102,6 +104,11 @@ class CopyPoolExecutor:
         return concurrency + self.prefetch - self.handed
 
     def submit(self, jobs: list[CopyJob], step: int) -> None:
+        if self.spec.sweep:
+            # Each job carries its step's knobs: a copy still running from the step before keeps its own.
+            options = self.base_options.at(self.spec.point_of(step))
+            for job in jobs:
+                job.options = options
         self.pool.submit(jobs)
         self.handed += len(jobs)
         self.submitted[step] += len(jobs)

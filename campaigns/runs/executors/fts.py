@@ -116,7 +116,7 @@ class FtsExecutor:
 
     def submit(self, jobs: list[CopyJob], step: int) -> None:
         try:
-            job_id = self.client.submit(job_body(jobs, self.options, {**self.metadata, "step": step}))
+            job_id = self.client.submit(job_body(jobs, self._options(step), {**self.metadata, "step": step}))
         except FtsError as exc:
             # A refused submission (credentials, delegation, validation) will not get better
             # by retrying.
@@ -124,6 +124,13 @@ class FtsExecutor:
         ids = [j.id for j in jobs]
         self._retrying(fts_store.mark_submitted, self.run.pk, ids, job_id, self.executor_id)
         self.jobs[job_id] = _Job(len(jobs), sum(j.size for j in jobs), step)
+
+    def _options(self, step: int) -> JobOptions:
+        """The job parameters of a step: its sweep point's streams and TCP buffer."""
+        if not self.spec.sweep:
+            return self.options
+        point = self.spec.point_of(step)
+        return replace(self.options, nostreams=point.streams, buffer_size=point.tcp_buffer_size)
 
     def collect(self, now: float, *, idle: bool, stopping: bool) -> Collected:
         out = Collected()

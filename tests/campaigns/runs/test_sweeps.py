@@ -1,0 +1,104 @@
+"""Parameter sweeps: a run steps through every point of concurrency by other knobs, each step
+records its full point, and each copy is made with its own step's knobs, which the door's own
+log proves on real GridFTP copies."""
+
+from __future__ import annotations
+
+import pytest
+from django.core.exceptions import ValidationError
+
+from campaigns import sweeps
+from campaigns.models import RunStep, Transfer
+from campaigns.results import matrix
+from tests.campaigns.runs.test_gridftp import check_copies, gsiftp, on_disk, transfer_stats
+from tests.campaigns.runs.test_real_transfers import drive
+from tests.support.factories import campaign, mock_campaign
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_points_run_each_setting_of_the_other_axes_at_every_concurrency():
+    defaults = {"tpc_mode": "auto", "tcp_buffer_size": 0, "streams": 1}
+    points = sweeps.points([1, 2], {"streams": [1, 4]}, defaults)
+    assert [(p.streams, p.concurrency) for p in points] == [(1, 1), (1, 2), (4, 1), (4, 2)]
+    matrix_points = sweeps.points([8], {"streams": [2, 4], "tcp_buffer_size": [0, 1 << 20]}, defaults)
+    assert [(p.tcp_buffer_size, p.streams) for p in matrix_points] == [(0, 2), (0, 4), (1 << 20, 2), (1 << 20, 4)]
+    assert sweeps.points([1, 2], {}, defaults) == tuple(
+        sweeps.StepPoint(concurrency=c, streams=1, tcp_buffer_size=0, tpc_mode="auto") for c in (1, 2)
+    )
+
+
+@pytest.mark.parametrize(
+    ("sweep", "fields", "message"),
+    [
+        ({"concurrency": [1, 2]}, {}, "concurrency is swept by the concurrency steps"),
+        ({"streams": [0, 4]}, {}, "streams: 0 is outside 1…64"),
+        ({"streams": [4, 4]}, {}, "each value once"),
+        ({"tpc_mode": ["sideways"]}, {}, "'sideways' is not one of"),
+        ([1, 2], {}, 'Give the swept axes as {"streams": [1, 4, 8]}'),
+        ({"streams": [1, 2]}, {"kind": "checksum_load"}, "only its concurrency can be swept"),
+        ({"streams": list(range(1, 64))}, {"concurrency_steps": [1, 2, 4, 8]}, "252 steps: a run takes at most 200"),
+        ({"streams": [1, 2]}, {"step_files": None, "step_seconds": None}, "needs a step length"),
+    ],
+)
+def test_a_sweep_that_cannot_run_is_refused_with_the_reason(sweep, fields, message):
+    obj = mock_campaign("refused", file_count=40, step_files=8, concurrency_steps=[1, 2])
+    obj.sweep = sweep
+    for name, value in fields.items():
+        setattr(obj, name, value)
+    with pytest.raises(ValidationError) as refused:
+        obj.full_clean()
+    assert message in " ".join(refused.value.messages), refused.value.messages
+
+
+def test_each_step_of_a_streams_by_concurrency_matrix_copies_with_its_own_streams(
+    gridftp_pair, grid_credentials, client, viewer
+):
+    """Real GridFTP copies: the storing door logs each file's parallel streams, and each file's
+    are its own step's, while a copy of the step before may still be running."""
+    one, two = gridftp_pair
+    a, b = gsiftp(one, "matrix-a", "matrix", grid_credentials), gsiftp(two, "matrix-b", "matrix", grid_credentials)
+    obj = campaign("streams-matrix", [a], [b], file_count=8, file_size=2_000_000, create_sources=True,
+                   checksum_mode="both", concurrency_steps=[1, 2], step_files=2, sweep={"streams": [1, 4]})  # fmt: skip
+    obj.full_clean()
+    run = drive(obj)
+    check_copies(run, 8)
+    assert run.stop_reason == "concurrency × streams sweep completed"
+    points = list(RunStep.objects.filter(run=run).order_by("index").values_list("point", flat=True))
+    assert [(p["streams"], p["concurrency"]) for p in points] == [(1, 1), (1, 2), (4, 1), (4, 2)]
+    assert all(p["tpc_mode"] == "auto" and p["tcp_buffer_size"] == 0 for p in points)
+    # The door's word for each file: STREAMS= in its transfer log, against the file's step.
+    logged = {s["FILE"]: s["STREAMS"] for s in transfer_stats(two) if s.get("TYPE") == "STOR"}
+    for t in Transfer.objects.filter(run=run):
+        assert logged[on_disk(t.destination).as_posix()] == str(points[t.step]["streams"]), (t.step, t.destination)
+    # The step table carries each step's point; the chart reads it both ways.
+    steps = run.summary["steps"]
+    assert [(s["concurrency"], s["streams"]) for s in steps] == [(1, 1), (2, 1), (1, 4), (2, 4)]
+    assert all(s["files_ok"] == 2 for s in steps)
+    client.force_login(viewer)
+    data = client.get(f"/campaigns/runs/{run.pk}/charts/steps.json").json()
+    assert data["axes"] == ["streams"]
+    assert [(line["label"], [p["x"] for p in line["points"]]) for line in data["by"]["concurrency"]] == [
+        ("streams 1", [1, 2]), ("streams 4", [1, 2])]  # fmt: skip
+    assert [(line["label"], [p["x"] for p in line["points"]]) for line in data["by"]["streams"]] == [
+        ("concurrency 1", [1, 4]), ("concurrency 2", [1, 4])]  # fmt: skip
+    assert data["by"] == {x: matrix.series(steps, x, ["streams"]) for x in ("concurrency", "streams")}
+    page = client.get(f"/campaigns/runs/{run.pk}/").content.decode()
+    assert 'data-axis="streams"' in page and 'id="sweep-matrix"' in page
+    csv_body = b"".join(client.get(f"/api/v1/runs/{run.pk}/steps-csv/").streaming_content).decode()
+    csv_head = csv_body.splitlines()[0]
+    assert csv_head.startswith("step,concurrency,streams,files_ok")
+    # The knee is read along the best setting's concurrency row, and says which setting.
+    knee = run.summary["verdict"]["knee"]
+    assert "streams" in knee and "(the best setting's curve)" in run.summary["verdict"]["headline"]
+
+
+def test_a_sweep_through_the_mock_plugin_records_every_point():
+    obj = mock_campaign("mock-matrix", file_count=12, concurrency_steps=[1, 3], step_files=3,
+                        sweep={"tcp_buffer_size": [0, 1 << 20]})  # fmt: skip
+    run = drive(obj)
+    assert (run.state, run.files_done) == ("succeeded", 12)
+    points = list(RunStep.objects.filter(run=run).order_by("index").values_list("point", flat=True))
+    assert [(p["tcp_buffer_size"], p["concurrency"]) for p in points] == [(0, 1), (0, 3), (1 << 20, 1), (1 << 20, 3)]
+    steps = sorted(Transfer.objects.filter(run=run).values_list("step", flat=True))
+    assert steps == [0] * 3 + [1] * 3 + [2] * 3 + [3] * 3
