@@ -92,6 +92,15 @@ class CopyPool:
                 continue
             if job is None:  # close() wakes idle threads with one None each
                 break
+            with self._lock:
+                if self._retire:
+                    # Told to retire while it waited for work (a step of lower concurrency began):
+                    # it hands the job back to a thread that stays. Checking only between jobs let
+                    # an idle thread take one first, and a step at 1 ran two copies at once.
+                    self._retire -= 1
+                    self._alive -= 1
+                    self.work.put(job)
+                    return
             # A step that starts together: every thread waits here, job in hand, for the word.
             if not self._gate.is_set():
                 with self._lock:

@@ -91,3 +91,26 @@ def test_time_bounded_steps_run_at_their_concurrency(xrootd_pair):
     assert run.stop_reason == "concurrency sweep completed"
     assert run.files_failed == 0 and run.files_done > 0
     assert_steps_held(run)
+
+
+def test_a_step_of_lower_concurrency_never_runs_more():
+    """Down as well as up (a matrix row starts again at its lowest concurrency): the threads the
+    step before had beyond the new concurrency retire before they start a copy. They once took
+    a job first when they were idle, and a step at 1 ran two copies at once (8 MB/s where one
+    copy at a time gives 4)."""
+    from tests.support.factories import mock_campaign
+
+    down = [2, 1, 3, 1]
+    obj = mock_campaign("down-steps", dst_query="time=1", file_count=12, file_size=4_000_000, checksum_mode="none",
+                        concurrency_steps=down, step_files=3)  # fmt: skip
+    run = runs.create_run(obj, trigger="command")
+    RunDriver(run.pk).drive()
+    run.refresh_from_db()
+    assert (run.state, run.files_done) == (RunState.SUCCEEDED, 12)
+    spans: dict[int, list[tuple[float, float]]] = {}
+    for step, started, finished in Transfer.objects.filter(run=run).values_list("step", "started_at", "finished_at"):
+        spans.setdefault(step, []).append((started.timestamp(), finished.timestamp()))
+    for step, target in enumerate(down):
+        _, peak = in_flight(spans[step])
+        assert peak <= target, f"step {step} at concurrency {target} ran {peak} copies at once"
+    assert not [s for s in run.summary["steps"] if s["achieved_max"] > s["concurrency"]], run.summary["steps"]

@@ -1,0 +1,70 @@
+"""A matrix sweep in a real browser: the edit form takes the sweep one axis a line (a bad line
+refused at its field), the run steps through every point, and the run page charts the matrix
+both ways (throughput against concurrency, a line per TCP buffer; against the TCP buffer, a line
+per concurrency) from the steps' own points. The two charts are written to docs/screenshots/."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from campaigns import runs
+from campaigns.models import RunStep
+from campaigns.runs.lifecycle import RunDriver
+from tests.browser.test_dashboard_browser import SCREENSHOTS, log_in
+from tests.support.factories import mock_campaign
+
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+
+def datasets(page, chart: str) -> list[dict]:
+    """The labels and points of a drawn chart, read from Chart.js itself."""
+    page.wait_for_function(f"() => document.querySelector('[data-chart=\"{chart}\"]')._chart !== undefined")
+    return page.evaluate(
+        f"() => document.querySelector('[data-chart=\"{chart}\"]')._chart.data.datasets"
+        ".map(d => ({label: d.label, xs: d.data.map(p => p.x)}))"
+    )
+
+
+def test_a_matrix_sweep_set_in_the_form_is_charted_both_ways(page, live_server, admin_user):
+    campaign = mock_campaign("browser-matrix", dst_query="time=1", file_count=8, file_size=4_000_000,
+                             checksum_mode="none", concurrency_steps=[1, 2], step_files=2)  # fmt: skip
+    log_in(page, live_server, admin_user.username)
+    page.goto(f"{live_server.url}/campaigns/{campaign.pk}/edit/")
+    page.fill("#id_sweep", "tcp_buffer_size: 0, 4 MB\nparallelism: 2")
+    page.click("text=Save campaign")
+    assert "the axis one of tpc_mode, tcp_buffer_size, streams" in page.locator("#row-sweep .errorlist").inner_text()
+    page.fill("#id_sweep", "tcp_buffer_size: 0, 4 MB")
+    page.click("text=Save campaign")
+    page.wait_for_url(re.compile(rf".*/campaigns/{campaign.pk}/$"))
+    campaign.refresh_from_db()
+    assert campaign.sweep == {"tcp_buffer_size": [0, 4_000_000]}
+    assert "tcp_buffer_size 0, 4000000, each at every concurrency" in page.inner_text("[data-sweep]")
+
+    run = runs.create_run(campaign, trigger="command")
+    RunDriver(run.pk).drive()
+    run.refresh_from_db()
+    assert (run.state, run.files_done) == ("succeeded", 8), run.stop_reason
+    points = list(RunStep.objects.filter(run=run).order_by("index").values_list("point", flat=True))
+    assert [(p["tcp_buffer_size"], p["concurrency"]) for p in points] == [
+        (0, 1),
+        (0, 2),
+        (4_000_000, 1),
+        (4_000_000, 2),
+    ]
+
+    page.goto(f"{live_server.url}/campaigns/runs/{run.pk}/")
+    assert datasets(page, "steps") == [
+        {"label": "TCP buffer 0", "xs": [1, 2]}, {"label": "TCP buffer 4000000", "xs": [1, 2]}]  # fmt: skip
+    assert datasets(page, "steps-by-axis") == [
+        {"label": "concurrency 1", "xs": [0, 4_000_000]}, {"label": "concurrency 2", "xs": [0, 4_000_000]}]  # fmt: skip
+    headers = page.locator("#step-table thead th").all_inner_texts()
+    assert headers[:3] == ["Step", "Concurrency", "TCP buffer"]
+    assert page.js_errors == []
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.locator("#sweep-matrix").scroll_into_view_if_needed()
+    page.locator("[data-chart=steps]").locator("xpath=ancestor::figure").screenshot(
+        path=str(SCREENSHOTS / "sweep-by-concurrency.png")
+    )
+    page.locator("#sweep-matrix").screenshot(path=str(SCREENSHOTS / "sweep-by-tcp-buffer.png"))
