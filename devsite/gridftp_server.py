@@ -118,9 +118,13 @@ def _create(ca: TestCA, directory: Path, creds: GridCredentials, hours: int) -> 
     try:
         _run_openssl(["req", "-new", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-subj", USER_SUBJECT,
                       "-out", str(csr)], cwd=directory)  # fmt: skip
+        # The serial file is kept here, not beside the CA certificate (openssl's default): the CA's
+        # folder is the doors' certificate directory, and XrdHttpTPC, which reads every file in it,
+        # refused to start on a ca.srl it could not read (the https doors of stressed run 19).
         _run_openssl(["x509", "-req", "-in", str(csr), "-CA", str(ca.ca_cert), "-CAkey", str(ca.ca_key),
-                      "-CAcreateserial", "-days", "30", "-sha256", "-extfile", str(directory / "user.cnf"),
-                      "-extensions", "ext", "-out", str(cert)], cwd=directory)  # fmt: skip
+                      "-CAserial", str(directory / "ca.srl"), "-CAcreateserial", "-days", "30", "-sha256",
+                      "-extfile", str(directory / "user.cnf"), "-extensions", "ext", "-out", str(cert)],
+                     cwd=directory)  # fmt: skip
     finally:
         os.umask(old_umask)
     os.chmod(cert, 0o644)

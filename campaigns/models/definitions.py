@@ -10,7 +10,8 @@ from django.core.validators import MaxValueValidator, MinValueValidator, RegexVa
 from django.db import models
 from django.urls import reverse
 
-from campaigns import choices, sweeps
+from campaigns import choices
+from campaigns.models import sweep_rules
 from storageops.models import BaseModel
 from storageops.validators import MAX_INT32, validate_relative_path, validate_source_url_list, validate_transfer_url
 
@@ -98,13 +99,6 @@ class Endpoint(BaseModel):
 
 def default_concurrency_steps() -> list[int]:
     return [1]
-
-
-def validate_sweep_axes(value: object) -> None:
-    try:
-        sweeps.validate_sweep(value)
-    except ValueError as exc:
-        raise ValidationError(str(exc)) from None
 
 
 def validate_concurrency_steps(value: object) -> None:
@@ -223,7 +217,7 @@ class Campaign(BaseModel):
     sweep = models.JSONField(
         default=dict,
         blank=True,
-        validators=[validate_sweep_axes],
+        validators=[sweep_rules.validate_sweep],
         help_text='Other knobs to step through, each at every concurrency step, e.g. {"streams": [1, 4, 8]} '
         "(axes: tpc_mode, tcp_buffer_size, streams; several make a matrix). Empty: none.",
     )
@@ -321,13 +315,9 @@ class Campaign(BaseModel):
     def clean(self) -> None:
         errors: dict[str, str] = {}
         steps = self.concurrency_steps
-        count = sweeps.step_count(steps, self.sweep) if isinstance(steps, list) and isinstance(self.sweep, dict) else 0
-        if count > 1 and not (self.step_seconds or self.step_files):
+        if sweep_rules.step_count(steps, self.sweep) > 1 and not (self.step_seconds or self.step_files):
             errors["step_seconds"] = "A sweep of several steps needs a step length in seconds or files."
-        if count > sweeps.MAX_STEPS:
-            errors["sweep"] = f"{count} steps: a run takes at most {sweeps.MAX_STEPS}. Sweep fewer values."
-        if isinstance(self.sweep, dict) and self.sweep:
-            errors.update(self._sweep_errors())
+        errors.update(sweep_rules.sweep_errors(self))
         copies = self.kind == choices.CampaignKind.TRANSFER
         if (
             copies
@@ -356,13 +346,6 @@ class Campaign(BaseModel):
             errors["fts_instance"] = "Choose the FTS instance that runs this campaign's transfers."
         if errors:
             raise ValidationError(errors)
-
-    def _sweep_errors(self) -> dict[str, str]:
-        if self.kind == choices.CampaignKind.CHECKSUM_LOAD:
-            return {"sweep": "A checksum load copies nothing: only its concurrency can be swept."}
-        if self.engine == choices.Engine.FTS and "tpc_mode" in self.sweep:
-            return {"sweep": "FTS chooses its copy mode itself: sweeping tpc_mode needs the gfal2 engine."}
-        return {}
 
     def _listing_errors(self) -> dict[str, str]:
         """Existing data: read only, sizes from the storage, transfers only."""

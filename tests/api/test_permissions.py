@@ -10,7 +10,7 @@ from django.utils import timezone
 from drf_spectacular.generators import SchemaGenerator
 from rest_framework.test import APIClient
 
-from campaigns.models import CampaignSchedule, FtsInstance, Run, Transfer
+from campaigns.models import CampaignSchedule, Endpoint, FtsInstance, ReadinessCheck, Run, Transfer
 from campaigns.runs import scheduling
 from campaigns.runs.planning import campaign_snapshot
 from collectors.events import log_event
@@ -65,6 +65,7 @@ def objects():
         "schedule": scheduling.save_schedule(CampaignSchedule(campaign=campaign, kind="cron", cron="0 9 * * 1-5")),
         "unscheduled": mock_campaign("matrix-unscheduled"),
         "fts": FtsInstance.objects.create(name="matrix-fts", url="https://fts.test:8446"),
+        "readiness": ReadinessCheck.objects.create(endpoint=Endpoint.objects.get(name="matrix-spare")),
     }
 
 
@@ -88,6 +89,7 @@ def _payload(kind: str, objects: dict) -> dict:
         "schedule_put": {"campaign": objects["campaign"].pk, "kind": "interval", "interval_minutes": 60},
         "fts": {"name": "new-fts", "rest_url": "https://fts2.test:8446"},
         "fts_put": {"name": "matrix-fts", "rest_url": "https://fts3.test:8446"},
+        "readiness": {"endpoint": objects["spare_endpoint"].pk},
     }[kind]
 
 
@@ -133,6 +135,9 @@ MATRIX = [
     ("get", "/api/v1/runs/{run}/verdict/", None, "viewer", 200),
     ("post", "/api/v1/runs/{finished_run}/cleanup/", None, "operator", 202),
     ("post", "/api/v1/runs/{partial_run}/retry-failed/", None, "operator", 201),
+    ("get", "/api/v1/readiness-checks/", None, "viewer", 200),
+    ("post", "/api/v1/readiness-checks/", "readiness", "operator", 202),
+    ("get", "/api/v1/readiness-checks/{readiness}/", None, "viewer", 200),
     ("get", "/api/v1/schedules/", None, "viewer", 200),
     ("post", "/api/v1/schedules/", "schedules", "admin", 201),
     ("get", "/api/v1/schedules/{schedule}/", None, "viewer", 200),

@@ -229,6 +229,12 @@ def test_runsite_refuses_to_start_twice_on_one_var_dir(tmp_path, settings):
     settings.VAR_DIR = tmp_path
     other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
     try:
+        # Recorded once it runs its own program: until its exec the child shows our command line,
+        # and a record of that no longer matches it (a stranger that took the pid, for runsite).
+        deadline = time.monotonic() + 30
+        while "time.sleep(300)" not in " ".join(cmdline(other.pid)):
+            assert time.monotonic() < deadline, cmdline(other.pid)
+            time.sleep(0.01)
         PidFile.record(tmp_path / "run" / f"{SELF}.pid", SELF, other.pid)
         with pytest.raises(CommandError, match=rf"runsite is already running .* as pid {other.pid}; stop it first"):
             call_command("runsite", bind="127.0.0.1:1", no_demo=True)

@@ -5,6 +5,7 @@ disks, and the streams and TCP buffer a campaign asks for seen in the servers' o
 from __future__ import annotations
 
 import re
+import subprocess
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -21,6 +22,11 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def gsiftp(server, name: str, folder: str, creds):
     return endpoint(name, server.url_for(f"/{folder}/"), backend_name="gridftp",
                     x509_proxy=str(creds.proxy), ca_dir=str(creds.cert_dir))  # fmt: skip
+
+
+def _hash(cert: Path) -> str:
+    return subprocess.run(["openssl", "x509", "-in", str(cert), "-noout", "-subject_hash"], capture_output=True,
+                          text=True, check=True).stdout.strip()  # fmt: skip
 
 
 def on_disk(url: str) -> Path:
@@ -72,8 +78,11 @@ def test_gsiftp_upload_third_party_copy_and_download_with_adler32(gridftp_pair, 
                                 **common)), 2)  # fmt: skip
 
 
-def test_gsiftp_without_a_proxy_fails_with_the_doors_words(gridftp_pair, grid_credentials):
+def test_gsiftp_without_a_proxy_fails_with_the_doors_words(gridftp_pair, grid_credentials, test_ca):
     one, two = gridftp_pair
+    # Making the user's certificate left nothing in the CA's folder, which the https doors read
+    # whole as their certificate directory (a ca.srl there once kept them from starting).
+    assert {p.name for p in test_ca.ca_dir.iterdir()} == {"ca.pem", f"{_hash(test_ca.ca_cert)}.0"}
     bare = endpoint(
         "gsi-no-proxy", one.url_for("/bare/"), backend_name="gridftp", ca_dir=str(grid_credentials.cert_dir)
     )

@@ -1,0 +1,69 @@
+"""What a campaign's `sweep` may hold: the axes, their values' bounds, the steps it makes.
+
+The model validates with it; campaigns.sweeps turns a valid sweep into the points a run steps
+through. Kept beside the models (the bottom room) since a field's validator lives with its field.
+"""
+
+from __future__ import annotations
+
+from django.core.exceptions import ValidationError
+
+from campaigns import choices
+
+# The axes a sweep may name, outermost first, with the bounds the campaign's own fields have.
+AXES = ("tpc_mode", "tcp_buffer_size", "streams")
+MAX_STEPS = 200
+
+
+def validate_sweep(value: object) -> None:
+    """A sentence a form can show, for anything but {axis: [values]}."""
+    if value in (None, {}):
+        return
+    if not isinstance(value, dict):
+        raise ValidationError('Give the swept axes as {"streams": [1, 4, 8]}, or leave it empty.')
+    unknown = sorted(set(value) - set(AXES))
+    if unknown:
+        hint = " (concurrency is swept by the concurrency steps)" if "concurrency" in unknown else ""
+        raise ValidationError(f"Unknown sweep axis {', '.join(unknown)}{hint}: use {', '.join(AXES)}.")
+    for axis, values in value.items():
+        if not isinstance(values, list) or not values:
+            raise ValidationError(f"{axis}: give a list of at least one value.")
+        if len(set(map(str, values))) != len(values):
+            raise ValidationError(f"{axis}: each value once.")
+        for v in values:
+            _check_value(axis, v)
+
+
+def _check_value(axis: str, v: object) -> None:
+    if axis == "tpc_mode":
+        if v not in choices.TpcMode.values:
+            raise ValidationError(f"tpc_mode: {v!r} is not one of {', '.join(choices.TpcMode.values)}.")
+        return
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise ValidationError(f"{axis}: {v!r} is not a whole number.")
+    low, high = (1, 64) if axis == "streams" else (0, 2**31 - 1)
+    if not low <= v <= high:
+        raise ValidationError(f"{axis}: {v} is outside {low}…{high}.")
+
+
+def step_count(concurrency_steps, sweep) -> int:
+    """How many steps a run of these would take; tolerant of values the validators refuse."""
+    count = len(concurrency_steps) if isinstance(concurrency_steps, list) else 1
+    for axis in AXES:
+        values = sweep.get(axis) if isinstance(sweep, dict) else None
+        count *= max(len(values), 1) if isinstance(values, list) else 1
+    return count
+
+
+def sweep_errors(campaign) -> dict[str, str]:
+    """What a campaign's other knobs forbid of its sweep (Campaign.clean)."""
+    sweep = campaign.sweep
+    count = step_count(campaign.concurrency_steps, sweep)
+    errors: dict[str, str] = {}
+    if count > MAX_STEPS:
+        errors["sweep"] = f"{count} steps: a run takes at most {MAX_STEPS}. Sweep fewer values."
+    elif isinstance(sweep, dict) and sweep and campaign.kind == choices.CampaignKind.CHECKSUM_LOAD:
+        errors["sweep"] = "A checksum load copies nothing: only its concurrency can be swept."
+    elif isinstance(sweep, dict) and campaign.engine == choices.Engine.FTS and "tpc_mode" in sweep:
+        errors["sweep"] = "FTS chooses its copy mode itself: sweeping tpc_mode needs the gfal2 engine."
+    return errors
