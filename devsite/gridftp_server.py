@@ -236,10 +236,7 @@ class GridFTPServer:
         )
 
     def log_tail(self, lines: int = 40) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return "(no log written)"
+        return "\n".join(self.log_text().splitlines()[-lines:]) or "(no log written)"
 
     def log_text(self) -> str:
         try:

@@ -58,14 +58,14 @@ class CopyPoolExecutor:
 
     def __init__(self, run: Run, copier, *, executor_id: str) -> None:
         self.run_id = run.pk
-        self.retries = RunSpec.of(run).retries
-        self.retry_delay = RunSpec.of(run).retry_delay
+        self.spec = spec = RunSpec.of(run)
+        self.retries = spec.retries
+        self.retry_delay = spec.retry_delay
         self.executor_id = executor_id
-        self.pool = CopyPool(copier, deadline=RunSpec.of(run).timeout + DEADLINE_GRACE)
-        self.spec = RunSpec.of(run)
-        self.base_options = CopyOptions.from_spec(self.spec)
+        self.pool = CopyPool(copier, deadline=spec.timeout + DEADLINE_GRACE)
+        self.base_options = CopyOptions.from_spec(spec)
         self.last_deadline_check = 0.0
-        self.start_together = RunSpec.of(run).start_together
+        self.start_together = spec.start_together
         self.held_since = 0.0
         self.pending: list[CopyResult] = []
         self.last_flush = 0.0
