@@ -36,6 +36,14 @@ class FtsSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class ClientSpec:
+    """A client host of the run's pool: its name (its queue is client.NAME) and its weight."""
+
+    name: str
+    weight: int = 1
+
+
+@dataclass(frozen=True, slots=True)
 class RetrySpec:
     """A run made by "retry failed": which run it retries and which of that run's transfers.
 
@@ -96,6 +104,7 @@ class RunSpec:
     sweep: dict = field(default_factory=dict)  # {axis: [values]} crossed with the concurrency steps
     fts: FtsSpec = field(default_factory=FtsSpec)
     retry: RetrySpec | None = None
+    clients: tuple[ClientSpec, ...] = ()  # a client pool; empty: the driving worker copies
     # Every step's full parameter point, in order (campaigns.sweeps): derived, not a parameter.
     points: tuple[StepPoint, ...] = ()
 
@@ -122,6 +131,9 @@ class RunSpec:
                 of=int(retry["of"]), indices=tuple(int(i) for i in retry["indices"]), seed=int(retry["seed"])
             )
         values["sweep"] = dict(values.get("sweep") or {})
+        values["clients"] = tuple(
+            ClientSpec(str(c["name"]), int(c.get("weight") or 1)) for c in snapshot.get("clients") or []
+        )
         values["points"] = sweeps.points(
             values["concurrency_steps"],
             values["sweep"],
@@ -179,7 +191,7 @@ class RunSpec:
 PARAMETER_NAMES = tuple(
     f.name
     for f in fields(RunSpec)
-    if f.name not in ("campaign_id", "byte_budget_label", "campaign_max_bytes", "fts", "retry", "points")
+    if f.name not in ("campaign_id", "byte_budget_label", "campaign_max_bytes", "fts", "retry", "points", "clients")
 )
 
 

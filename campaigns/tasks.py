@@ -12,6 +12,7 @@ from campaigns.models import ReadinessCheck, Run
 from campaigns.runs import cleanup, scheduling
 from campaigns.runs.executors import build_copier
 from campaigns.runs.lifecycle import RunDriver
+from campaigns.runs.pool import serve
 
 
 @shared_task(name="campaigns.drive_run", ignore_result=True, acks_late=False)
@@ -25,6 +26,13 @@ def drive_run(run_id: int) -> str:
 def drive_fts_run(run_id: int) -> str:
     # On the control queue (the default): it waits on FTS, it copies nothing itself.
     return RunDriver(run_id).drive()
+
+
+@shared_task(name="campaigns.client_serve", ignore_result=True, acks_late=False)
+def client_serve(run_id: int, drive: str, client: str) -> dict:
+    # On the client's own queue (client.NAME), sent by the run's driver: copies this client's
+    # share of the run until the driver says stop or is gone. No time limit, as drive_run.
+    return serve.serve(run_id, drive, client)
 
 
 @shared_task(name="campaigns.recover_runs", soft_time_limit=60, time_limit=90)

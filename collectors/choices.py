@@ -8,6 +8,7 @@ class HostRole(models.TextChoices):
     POOL = "pool", "Pool / data server"
     OSS = "oss", "Lustre OSS"
     MDS = "mds", "Metadata server"
+    CLIENT = "client", "Client (runs copies for campaigns)"
     OTHER = "other", "Other"
 
 

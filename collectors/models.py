@@ -80,6 +80,11 @@ class Host(BaseModel):
     watched_files = models.JSONField(default=list, blank=True, validators=[validate_path_list])
     watched_services = models.JSONField(default=list, blank=True, validators=[validate_services])
     log_files = models.JSONField(default=list, blank=True, validators=[validate_log_files])
+    client_weight = models.PositiveSmallIntegerField(
+        default=1,
+        validators=[MinValueValidator(1), MaxValueValidator(100)],
+        help_text="A client's share of each step's concurrency, relative to the other clients of a pool.",
+    )
     collector_version = models.CharField(max_length=50, blank=True)
     last_seen = models.DateTimeField(null=True, blank=True)
     notes = models.TextField(blank=True)
@@ -96,6 +101,10 @@ class Host(BaseModel):
     @property
     def queue(self) -> str:
         return f"host.{self.name}"
+
+    @property
+    def client_queue(self) -> str:
+        return f"client.{self.name}"
 
 
 class MetricSample(models.Model):

@@ -349,6 +349,13 @@ def _fix_ca_permissions(ca: TestCA) -> None:
 # ---------------------------------------------------------------------- xroot probe
 
 
+def throttle_config(rate_bps: int) -> list[str]:
+    """Config lines that put XRootD's throttle plugin (XrdThrottle) in front of a server's file
+    system, capping the data it reads and writes to ``rate_bps`` bytes a second: the way sites
+    cap a door, and a door whose rate the machine's load does not move."""
+    return ["xrootd.fslib libXrdThrottle.so default", f"throttle.throttle data {int(rate_bps)} concurrency 1000"]
+
+
 def xroot_ping(port: int, host: str = LOOPBACK, timeout: float = 2.0) -> bool:
     """Return True if an XRootD server answers the protocol handshake on host:port.
 

@@ -228,6 +228,8 @@ CELERY_TASK_ROUTES = {
     "campaigns.readiness_check": {"queue": STORAGEOPS_TRANSFERS_QUEUE},
 }
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# How long a run's driver waits for the clients of its pool to answer before it goes on without them.
+STORAGEOPS_CLIENT_JOIN_SECONDS = env_int("STORAGEOPS_CLIENT_JOIN_SECONDS", 20, minimum=1, maximum=600)
 CELERY_TASK_ACKS_LATE = False
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BEAT_SCHEDULER = "storageops.beat:Scheduler"

@@ -14,7 +14,7 @@ import yaml
 from tests.support.processes import ROOT
 
 COMPOSE = ROOT / "docker-compose.yml"
-STORAGEOPS_SERVICES = {"web", "worker", "beat", "collector-door1"}
+STORAGEOPS_SERVICES = {"web", "worker", "beat", "collector-door1", "client-wn01"}
 
 
 def _compose() -> dict:

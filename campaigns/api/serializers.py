@@ -15,7 +15,9 @@ from campaigns.models import (
     Run,
     Transfer,
 )
+from campaigns.models.engine_rules import client_pool_error
 from campaigns.results import readers
+from collectors.models import Host
 from storageops.api.base import BaseModelSerializer
 from storageops.validators import check_source_urls, validate_http_url
 
@@ -120,12 +122,22 @@ class FtsInstanceSerializer(BaseModelSerializer):
 
 
 class CampaignSerializer(BaseModelSerializer):
+    # Every host is accepted here, so a door named by mistake is refused as "not a client"
+    # (validate) rather than as a host that "does not exist".
+    clients = serializers.PrimaryKeyRelatedField(
+        queryset=Host.objects.all(), many=True, required=False,
+        help_text="Client hosts (role client) that share each step's copies; empty: the driving worker copies.",
+    )  # fmt: skip
     planned_files = serializers.IntegerField(read_only=True)
     planned_bytes = serializers.IntegerField(read_only=True)
 
     def validate(self, attrs: dict) -> dict:
         attrs = super().validate(attrs)
         instance = self.instance
+        engine = attrs.get("engine", instance.engine if instance else "gfal2")
+        clients = attrs["clients"] if "clients" in attrs else list(instance.clients.all()) if instance else []
+        if problem := client_pool_error(engine, clients):
+            raise serializers.ValidationError({"clients": [problem]})
         listing = attrs.get("source_listing", instance.source_listing if instance else "")
         if listing != "urls":
             return attrs
@@ -147,6 +159,7 @@ class CampaignSerializer(BaseModelSerializer):
             *(f.name for f in Campaign._meta.fields if f.name != "id"),
             "sources",
             "destinations",
+            "clients",
             "planned_files",
             "planned_bytes",
         ]

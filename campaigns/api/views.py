@@ -63,7 +63,7 @@ class CloneSerializer(serializers.Serializer):
 
 
 class CampaignViewSet(BaseViewSet):
-    queryset = Campaign.objects.prefetch_related("sources", "destinations")
+    queryset = Campaign.objects.prefetch_related("sources", "destinations", "clients")
     serializer_class = CampaignSerializer
     filterset_fields = ["name", "kind", "engine"]
     action_permissions = {"start": ["campaigns.start_run"], "clone": ["campaigns.add_campaign"]}

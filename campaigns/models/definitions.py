@@ -11,7 +11,7 @@ from django.db import models
 from django.urls import reverse
 
 from campaigns import choices
-from campaigns.models import sweep_rules
+from campaigns.models import engine_rules, sweep_rules
 from storageops.models import BaseModel
 from storageops.validators import MAX_INT32, validate_relative_path, validate_source_url_list, validate_transfer_url
 
@@ -139,6 +139,10 @@ class Campaign(BaseModel):
     engine = models.CharField(max_length=10, choices=choices.Engine.choices, default="gfal2")
     sources = models.ManyToManyField(Endpoint, related_name="source_of_campaigns")
     destinations = models.ManyToManyField(Endpoint, related_name="destination_of_campaigns", blank=True)
+    clients = models.ManyToManyField(
+        "collectors.Host", related_name="client_of_campaigns", blank=True, limit_choices_to={"role": "client"},
+        help_text="Client hosts that share each step's copies (each runs manage.py client); none: one worker.",
+    )  # fmt: skip
     source_path = models.CharField(
         max_length=300,
         default="storageops/source",
@@ -338,12 +342,7 @@ class Campaign(BaseModel):
         errors.update(self._listing_errors())
         if self.kind == choices.CampaignKind.CHECKSUM_LOAD and self.file_mix:
             errors["file_mix"] = "A checksum load asks for checksums of files of one size: leave the mix empty."
-        if self.engine == choices.Engine.FTS and self.tpc_mode == choices.TpcMode.STREAMED:
-            errors["tpc_mode"] = "FTS does third-party copies; streamed mode needs the gfal2 engine."
-        if self.engine == choices.Engine.FTS and self.start_together:
-            errors["start_together"] = "FTS's scheduler starts copies itself: starting together needs the gfal2 engine."
-        if self.engine == choices.Engine.FTS and not self.fts_instance_id:
-            errors["fts_instance"] = "Choose the FTS instance that runs this campaign's transfers."
+        errors.update(engine_rules.fts_errors(self))
         if errors:
             raise ValidationError(errors)
 

@@ -136,7 +136,11 @@ class Transfer(models.Model):
     fts_job_id = models.CharField("FTS job id", max_length=64, blank=True, default="", db_default="")
     fts_file_id = models.BigIntegerField("FTS file id", null=True, blank=True)
     transfer_host = models.CharField(
-        max_length=255, blank=True, default="", db_default="", help_text="The FTS node that ran the copy."
+        max_length=255,
+        blank=True,
+        default="",
+        db_default="",
+        help_text="The FTS node, or the StorageOps client, that ran the copy.",
     )
 
     class Meta:

@@ -30,6 +30,7 @@ _FIELDS = (
     "error_category",
     "source_endpoint_id",
     "destination_endpoint_id",
+    "transfer_host",
 )
 
 
@@ -162,7 +163,8 @@ def run_summary(run: Run, exclude: list[tuple[datetime, datetime]] | None = None
     left_out = {"transfers": 0, "bytes": 0}
     # The copies' times per step, for the achieved concurrency: read in this pass, not another.
     intervals: concurrency.Intervals = defaultdict(list)
-    for step, state, size, moved, started, finished, duration, category, src, dst in _rows(run):
+    by_client: dict[str, Aggregate] = defaultdict(new)
+    for step, state, size, moved, started, finished, duration, category, src, dst, host in _rows(run):
         if concurrency.ran(state, step, started, finished):
             intervals[step].append((started.timestamp(), finished.timestamp()))
         if exclude and started and finished and any(started <= hi and finished >= lo for lo, hi in exclude):
@@ -175,6 +177,7 @@ def run_summary(run: Run, exclude: list[tuple[datetime, datetime]] | None = None
             steps[step].add(*values)
         by_destination[dst].add(*values)
         by_source[src].add(*values)
+        by_client[host].add(*values)
     spec = RunSpec.of(run)
     endpoint_names = dict(Endpoint.objects.filter(pk__in={*by_source, *by_destination}).values_list("pk", "name"))
     doors = door_names({*by_source, *by_destination})
@@ -203,6 +206,8 @@ def run_summary(run: Run, exclude: list[tuple[datetime, datetime]] | None = None
         "backends": {name: agg.as_dict() for name, agg in sorted(per_backend.items())},
         "door_side": spec.door_side,
     }
+    if spec.clients:
+        summary["clients"] = client_figures(spec, by_client, total)
     if exclude:
         summary["left_out"] = {
             **left_out,
@@ -210,6 +215,18 @@ def run_summary(run: Run, exclude: list[tuple[datetime, datetime]] | None = None
             "windows": [[lo.isoformat(), hi.isoformat()] for lo, hi in exclude],
         }
     return summary
+
+
+def client_figures(spec: RunSpec, by_client: dict[str, Aggregate], total: Aggregate) -> dict[str, dict]:
+    """Each client's copies (those it ended; a transfer no client ended, under ""), with its part
+    of the run's throughput: its bytes over the run's active window, so the parts add up to the
+    run's figure (its own window's rate, throughput_bps, does not: a client lost early has a short one)."""
+    window = active_window(total.first_start, total.last_end, total.excluded)
+    figures_of = {}
+    for name in [*(c.name for c in spec.clients), *sorted(set(by_client) - {c.name for c in spec.clients})]:
+        agg = by_client.get(name) or Aggregate(excluded=total.excluded)
+        figures_of[name] = {**agg.as_dict(), "share_bps": agg.bytes / window if window > 0 else None}
+    return figures_of
 
 
 def _merge(into: Aggregate, other: Aggregate) -> None:
@@ -266,3 +283,28 @@ def rolling_mean(values: Iterable[float], n: int) -> list[float]:
             total -= window.popleft()
         out.append(total / len(window))
     return out
+
+
+def client_rows(summary: dict) -> list[dict]:
+    """The clients table of a pooled run: each client's copies beside what its worker used
+    (CPU seconds; bytes through its interfaces, loopback only where it had nothing else) and
+    whether it was lost."""
+    pool = summary.get("client_pool") or {}
+    rows = []
+    for name, figures_of_client in (summary.get("clients") or {}).items():
+        used = pool.get(name, {})
+        nic = used.get("nic") or {}
+        outside = [v for iface, v in nic.items() if iface != "lo"]
+        counted = outside if any(rx + tx for rx, tx in outside) else [nic["lo"]] if "lo" in nic else []
+        rows.append(
+            {
+                "name": name or "(none)",
+                **figures_of_client,
+                "cpu_seconds": used.get("cpu_seconds"),
+                "nic_bytes": sum(rx + tx for rx, tx in counted) if counted else None,
+                "nic_loopback": bool(counted) and not any(rx + tx for rx, tx in outside),
+                "lost": used.get("lost", ""),
+                "weight": used.get("weight"),
+            }
+        )
+    return rows

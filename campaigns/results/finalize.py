@@ -21,8 +21,8 @@ from storageops import alerting
 # The sections `finalize` computes: `add` may not replace them, or a clean-up report could
 # silently overwrite the figures a verdict was read from.
 COMPUTED = frozenset(
-    {"total", "steps", "destinations", "sources", "doors", "backends", "door_side", "left_out", "disturbance",
-     "verdict", "judgement", "recorded_at", "summary_seconds"}
+    {"total", "steps", "destinations", "sources", "doors", "backends", "clients", "door_side", "left_out",
+     "disturbance", "verdict", "judgement", "recorded_at", "summary_seconds"}
 )  # fmt: skip
 
 

@@ -111,7 +111,12 @@ class RunLoop:
         self.enter_step()
         while True:
             now = time.time()
-            self.absorb(self.engine.collect(now, idle=not self.busy, stopping=self.stop is not None))
+            try:
+                self.absorb(self.engine.collect(now, idle=not self.busy, stopping=self.stop is not None))
+            except ExecutorFailed as exc:
+                # The engine can no longer copy (every client of a pool lost): what it holds goes back.
+                if not (self.stop and self.stop.kind == StopKind.FAILED):
+                    self.fail(str(exc))
             self.control(now)
             if self.stop is None:
                 self.advance(now)

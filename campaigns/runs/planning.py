@@ -41,6 +41,8 @@ def campaign_snapshot(campaign: Campaign) -> dict:
         "sources": [endpoint_snapshot(ep) for ep in sources],
         "destinations": [endpoint_snapshot(ep) for ep in destinations],
         "backends": [model_to_dict(b) for b in backends.values()],
+        # The client pool that shares the copies: which hosts, each with its weight.
+        "clients": [{"name": h.name, "weight": h.client_weight} for h in campaign.clients.order_by("name")],
     }
     if campaign.engine == "fts" and campaign.fts_instance_id:
         snapshot["fts"] = fts_snapshot(campaign.fts_instance)

@@ -26,16 +26,17 @@ _INSERT_BATCH = 5000
 _RECORD_SQL = (
     "UPDATE " + _TABLE + " SET state=%s, started_at=%s, finished_at=%s, duration=%s, bytes_transferred=%s, "  # noqa: S608
     "throughput_bps=%s, error_category=%s, error_code=%s, error_message=%s, source_checksum=%s, "
-    "destination_checksum=%s, copy_mode=%s WHERE id=%s AND executor=%s AND state='active'"
+    "destination_checksum=%s, copy_mode=%s, transfer_host=%s WHERE id=%s AND executor=%s AND state='active'"
 )
 _RECORD_SQL_PG = (
     "UPDATE " + _TABLE + " AS t SET state=v.state, started_at=v.started_at, finished_at=v.finished_at, "  # noqa: S608
     "duration=v.duration, bytes_transferred=v.moved, throughput_bps=v.throughput, error_category=v.category, "
     "error_code=v.code, error_message=v.message, source_checksum=v.src_sum, destination_checksum=v.dst_sum, "
-    "copy_mode=v.mode FROM unnest(%s::text[], %s::timestamptz[], %s::timestamptz[], %s::float8[], %s::bigint[], "
-    "%s::float8[], %s::text[], %s::integer[], %s::text[], %s::text[], %s::text[], %s::text[], %s::bigint[], "
-    "%s::text[]) AS v(state, started_at, finished_at, duration, moved, throughput, category, code, message, "
-    "src_sum, dst_sum, mode, id, executor) WHERE t.id = v.id AND t.executor = v.executor AND t.state = 'active'"
+    "copy_mode=v.mode, transfer_host=v.host FROM unnest(%s::text[], %s::timestamptz[], %s::timestamptz[], "
+    "%s::float8[], %s::bigint[], %s::float8[], %s::text[], %s::integer[], %s::text[], %s::text[], %s::text[], "
+    "%s::text[], %s::text[], %s::bigint[], %s::text[]) AS v(state, started_at, finished_at, duration, moved, "
+    "throughput, category, code, message, src_sum, dst_sum, mode, host, id, executor) "
+    "WHERE t.id = v.id AND t.executor = v.executor AND t.state = 'active'"
 )
 # Claim the next queued rows in plan order and mark them active in one round trip; a failed
 # attempt waiting for its retry is not due before its retry_at.
@@ -214,6 +215,7 @@ def record(
                 r.source_checksum,
                 r.destination_checksum,
                 r.copy_mode,
+                r.host,
                 r.job.id,
                 executor,
             )
@@ -292,6 +294,21 @@ def mark_started(run_id: int, executor: str, started: Sequence[tuple[int, float]
             pk=pk, run_id=run_id, executor=executor, state=TransferState.ACTIVE, started_at__isnull=True
         ).update(started_at=_ts(at))
     return marked
+
+
+def note_lost_copies(run_id: int, executor: str, lost: Sequence[tuple[int, float | None]], message: str) -> int:
+    """Copies a lost client had under way: each row keeps the lost copy in its history (its start
+    where the client had said it, None where not) and loses its start time, since the copy
+    starts again elsewhere within the same attempt. Rare (one a lost copy): a statement each."""
+    noted = 0
+    with transaction.atomic():
+        for pk, started in lost:
+            rows = Transfer.objects.filter(pk=pk, run_id=run_id, executor=executor, state=TransferState.ACTIVE)
+            for row in rows.only("attempt", "history"):
+                began = _ts(started).isoformat() if started is not None else None
+                entry = {"attempt": row.attempt, "started_at": began, "category": "client_lost"}
+                noted += rows.update(history=[*row.history, {**entry, "message": message}], started_at=None)
+    return noted
 
 
 def requeue_orphans(run_id: int) -> int:

@@ -9,6 +9,9 @@ from django.conf import settings
 
 from campaigns import sweeps
 from campaigns.models import SCHEDULE_SETTINGS, Campaign, CampaignSchedule, Endpoint
+from campaigns.models.engine_rules import client_pool_error
+from collectors.choices import HostRole
+from collectors.models import Host
 from storageops.units import parse_size
 from storageops.validators import check_source_urls
 
@@ -127,6 +130,11 @@ class CampaignForm(forms.ModelForm):
         Endpoint.objects.select_related("backend"), widget=forms.CheckboxSelectMultiple, required=False,
         help_text="Where files are written to (a transfer campaign needs at least one).",
     )  # fmt: skip
+    clients = forms.ModelMultipleChoiceField(
+        Host.objects.filter(role=HostRole.CLIENT), widget=forms.CheckboxSelectMultiple, required=False,
+        help_text="Client hosts that share each step's copies, each running `manage.py client --host NAME`; "
+        "none: the worker that drives the run copies them all.",
+    )  # fmt: skip
     file_size = SizeField(initial="100 MB", help_text="e.g. 100 MB, 9 GB or 1000000 (bytes).")
     file_mix = FileMixField(
         required=False, help_text="Overrides count × size: one line each, e.g. 9000 x 9 GB then 6000 x 4 GB."
@@ -151,7 +159,8 @@ class CampaignForm(forms.ModelForm):
     class Meta:
         model = Campaign
         fields = [
-            "name", "description", "kind", "engine", "sources", "destinations", "source_path", "destination_path",
+            "name", "description", "kind", "engine", "sources", "destinations", "clients", "source_path",
+            "destination_path",
             "create_sources", "source_listing", "source_urls", "file_count", "file_size", "file_mix",
             "source_file_count", "direction", "tpc_mode",
             "checksum_mode", "checksum_algorithm", "streams", "tcp_buffer_size", "timeout", "overwrite",
@@ -175,7 +184,7 @@ class CampaignForm(forms.ModelForm):
         ("How each copy is made", ("tpc_mode", "checksum_mode", "checksum_algorithm", "streams", "tcp_buffer_size",
                                    "timeout", "retries", "retry_delay", "overwrite", "create_parent")),
         ("Concurrency and sweeps", ("concurrency_steps", "sweep", "step_seconds", "step_files", "step_barrier",
-                                    "start_together")),
+                                    "start_together", "clients")),
         ("Budgets and stopping", ("max_bytes", "max_duration", "cancel_grace", "max_bytes_per_day",
                                   "max_bytes_per_week", "allow_overlap", "cleanup")),
         ("FTS (engine FTS3 only)", ("fts_instance", "fts_priority", "fts_strict_copy")),
@@ -206,6 +215,8 @@ class CampaignForm(forms.ModelForm):
         data = super().clean()
         if data.get("source_urls_file"):
             data["source_urls"] = data["source_urls_file"]  # the model's validators check it, as if pasted
+        if problem := client_pool_error(data.get("engine", ""), data.get("clients")):
+            self.add_error("clients", problem)
         if data.get("kind") == "transfer" and "destinations" in data and not data.get("destinations"):
             self.add_error("destinations", "A transfer campaign needs at least one destination.")
         if data.get("source_listing") == "urls" and data.get("sources") and not self.has_error("source_urls"):

@@ -14,7 +14,7 @@ from django.views.generic import DetailView, ListView
 from campaigns import runs, sweeps
 from campaigns.choices import ErrorCategory
 from campaigns.models import Run, Transfer
-from campaigns.results import chain, charts, matrix, readers, verdicts
+from campaigns.results import analysis, chain, charts, matrix, readers, verdicts
 from campaigns.results.parameters import byte_budget
 from campaigns.spec import RunSpec
 from campaigns.web.filters import TransferFilter
@@ -63,6 +63,7 @@ class RunDetailView(DetailView):
         context["in_flight"] = readers.oldest_in_flight(self.object) if self.object.is_live else []
         context["target_rate_bps"] = verdicts.target_rate_bps(self.object)
         context["swept"] = [(axis, sweeps.AXIS_LABELS[axis]) for axis in RunSpec.of(self.object).swept_axes]
+        context["client_rows"] = analysis.client_rows(self.object.summary or {})
         return context
 
 

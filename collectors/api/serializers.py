@@ -19,6 +19,7 @@ class HostSerializer(BaseModelSerializer):
             "name",
             "address",
             "role",
+            "client_weight",
             "node_exporter_url",
             "link_speed_bps",
             "sample_interval",

@@ -41,7 +41,7 @@ from campaigns.models import CampaignSchedule, Run, Transfer
 from campaigns.runs import scheduling
 from collectors.events import log_event
 from collectors.models import Host
-from devsite.xrootd_server import XRootDServer
+from devsite.xrootd_server import XRootDServer, throttle_config
 from tests.browser.test_dashboard_browser import SCREENSHOTS, log_in
 from tests.support.alert_servers import smtp_server, webhook_server
 from tests.support.cgroups import cpu_cgroup
@@ -82,11 +82,6 @@ def scheduled_run(schedule: CampaignSchedule, worker, timeout: float = 120) -> R
     raise AssertionError(f"no scheduled run ended within {timeout} s\n{worker.log_text()[-3000:]}")
 
 
-def throttled(rate: int) -> list[str]:
-    """XRootD's throttle plugin in front of the door's file system, capping its data rate."""
-    return ["xrootd.fslib libXrdThrottle.so default", f"throttle.throttle data {rate} concurrency 100"]
-
-
 def wait_for(check, timeout: float = 30):
     deadline = time.monotonic() + timeout
     while not (found := check()) and time.monotonic() < deadline:
@@ -102,7 +97,9 @@ def test_scheduled_runs_within_band_then_a_slowed_door_is_judged_regressed_and_a
     scratch, log_dir, test_ca, page, live_server, viewer, client
 ):
     source = XRootDServer("night-src", scratch / "s", workdir=scratch / "sr", https=test_ca)
-    door = XRootDServer("night-dst", scratch / "d", workdir=scratch / "dr", https=test_ca, extra_config=throttled(RATE))
+    door = XRootDServer(
+        "night-dst", scratch / "d", workdir=scratch / "dr", https=test_ca, extra_config=throttle_config(RATE)
+    )
     creds = {"bearer_token": "storageops-test", "ca_dir": str(test_ca.ca_dir)}
     with (
         smtp_server() as mailbox,
@@ -146,7 +143,7 @@ def test_scheduled_runs_within_band_then_a_slowed_door_is_judged_regressed_and_a
 
             history = [scheduled_run(schedule, worker) for _ in range(HISTORY)]
             # The door slowed for real, and the change logged the way an operator logs it.
-            door.extra_config = throttled(SLOWED_RATE)
+            door.extra_config = throttle_config(SLOWED_RATE)
             door.restart()
             door_group.add(door.pid)
             change = log_event(

@@ -67,6 +67,7 @@ class CopyResult:
     source_checksum: str = ""
     destination_checksum: str = ""
     copy_mode: str = ""
+    host: str = ""  # the client host that ran it, in a client pool (empty: the driving worker)
 
     @property
     def bytes(self) -> int:

@@ -17,17 +17,16 @@ from campaigns.choices import CampaignKind
 from campaigns.models import Endpoint, Run
 from campaigns.runs import store
 from campaigns.runs.copy_pool import CopyPool
-from campaigns.runs.engines.base import CopyJob, CopyOptions, CopyResult, EndpointCredentials
+from campaigns.runs.engines.base import CopyJob, CopyOptions, EndpointCredentials
 from campaigns.runs.engines.gfal2_checksum import Gfal2Checksummer
 from campaigns.runs.engines.gfal2_engine import Gfal2Copier
 from campaigns.runs.executors.base import Collected
+from campaigns.runs.executors.recording import Recorder
 from campaigns.runs.outages import retrying
 from campaigns.spec import RunSpec
 
 log = logging.getLogger(__name__)
 
-FLUSH_ROWS = 1000
-FLUSH_SECONDS = 0.25
 IDLE_WAIT = 0.01  # an idle loop waits this long for a result rather than spinning
 # A copy's deadline is the campaign's timeout and this much: gfal2 gets the first chance to
 # time out by itself (and say why); StorageOps cancels it a little later whatever it does.
@@ -59,16 +58,13 @@ class CopyPoolExecutor:
     def __init__(self, run: Run, copier, *, executor_id: str) -> None:
         self.run_id = run.pk
         self.spec = spec = RunSpec.of(run)
-        self.retries = spec.retries
-        self.retry_delay = spec.retry_delay
         self.executor_id = executor_id
+        self.recorder = Recorder(run.pk, spec, executor_id)
         self.pool = CopyPool(copier, deadline=spec.timeout + DEADLINE_GRACE)
         self.base_options = CopyOptions.from_spec(spec)
         self.last_deadline_check = 0.0
         self.start_together = spec.start_together
         self.held_since = 0.0
-        self.pending: list[CopyResult] = []
-        self.last_flush = 0.0
         self.concurrency = 0
         self.handed = 0
         self.submitted: Counter[int] = Counter()
@@ -132,36 +128,14 @@ class CopyPoolExecutor:
         self._release_when_ready()
         got = self.pool.collect(IDLE_WAIT if idle else 0.0)
         out = Collected()
-        for r in got:
-            out.returned += 1
-            out.returned_bytes += r.job.size
-            if r.ok:
-                out.moved.append((r.finished, r.bytes))
         self.handed -= len(got)
-        self.pending.extend(got)
-        if self.pending and (len(self.pending) >= FLUSH_ROWS or now - self.last_flush >= FLUSH_SECONDS or stopping):
-            delta = retrying(
-                self.run_id,
-                store.record,
-                self.run_id,
-                self.pending,
-                self.retries,
-                executor=self.executor_id,
-                retry_delay=self.retry_delay,
-            )
-            out.done, out.failed, out.skipped, out.requeued = (
-                delta["done"],
-                delta["failed"],
-                delta["skipped"],
-                delta["requeued"],
-            )
-            self.pending = []
-            self.last_flush = now
+        self.recorder.add(got, out)
+        self.recorder.flush(now, out, stopping=stopping)
         return out
 
     def outstanding(self) -> int:
         """Jobs handed out and not yet recorded (waiting, copying, or finished in memory)."""
-        return self.handed + len(self.pending)
+        return self.handed + len(self.recorder.pending)
 
     def unstarted(self, step: int) -> int:
         return self.submitted[step] - self.taken_back[step] - self.pool.started(step)

@@ -1,0 +1,54 @@
+"""Finished attempts written back in batches: what every in-process executor (a copy pool in
+this worker, or a pool of client hosts) does with the results it holds."""
+
+from __future__ import annotations
+
+from campaigns.runs import store
+from campaigns.runs.engines.base import CopyResult
+from campaigns.runs.executors.base import Collected
+from campaigns.runs.outages import retrying
+from campaigns.spec import RunSpec
+
+FLUSH_ROWS = 1000
+FLUSH_SECONDS = 0.25
+
+
+class Recorder:
+    def __init__(self, run_id: int, spec: RunSpec, executor_id: str) -> None:
+        self.run_id, self.executor_id = run_id, executor_id
+        self.retries, self.retry_delay = spec.retries, spec.retry_delay
+        self.pending: list[CopyResult] = []
+        self.last_flush = 0.0
+
+    def add(self, got: list[CopyResult], out: Collected) -> None:
+        """Hold these results for the next flush, and count them as returned in `out`."""
+        for r in got:
+            out.returned += 1
+            out.returned_bytes += r.job.size
+            if r.ok:
+                out.moved.append((r.finished, r.bytes))
+        self.pending.extend(got)
+
+    def flush(self, now: float, out: Collected, *, stopping: bool) -> None:
+        """Write what is held when enough is, or long enough, or the run stops; counters into `out`."""
+        if not self.pending or not (
+            len(self.pending) >= FLUSH_ROWS or now - self.last_flush >= FLUSH_SECONDS or stopping
+        ):
+            return
+        delta = retrying(
+            self.run_id,
+            store.record,
+            self.run_id,
+            self.pending,
+            self.retries,
+            executor=self.executor_id,
+            retry_delay=self.retry_delay,
+        )
+        out.done, out.failed, out.skipped, out.requeued = (
+            delta["done"],
+            delta["failed"],
+            delta["skipped"],
+            delta["requeued"],
+        )
+        self.pending = []
+        self.last_flush = now

@@ -1,0 +1,216 @@
+"""A run spread over a pool of three client hosts, each a real `manage.py client` worker on its
+own queue, doing streamed davs copies between two real XRootD doors; one client SIGKILLed
+mid-step and its share finished by the two left.
+
+What is checked comes from the world, not from the code: the bytes and adler32 of every file
+on the destination door's disk, each transfer's own start and end times (how many copies ran
+at once, per client and in all), and the run's events.
+
+The destination door serves through XRootD's throttle (24 MB/s) so each 8 MB copy takes about
+two seconds at six at once: long enough for the client killed to have copies under way, on a
+machine of any speed. Network namespaces would give each client its own address; the three
+here share the loopback and differ by their host identity (their queue and their records).
+"""
+
+from __future__ import annotations
+
+import time
+import zlib
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+
+from campaigns import runs
+from campaigns.choices import RunState
+from campaigns.models import Run, Transfer
+from campaigns.results.concurrency import in_flight
+from collectors.models import Event, Host
+from devsite.xrootd_server import XRootDServer, throttle_config
+from tests.support.factories import campaign, endpoint, mock_campaign
+from tests.support.processes import PYTHON, ROOT, ManagedProcess
+from tests.support.workers import celery_worker, child_env
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+
+FILES = 36
+SIZE = 8 * 1024 * 1024
+CONCURRENCY = 6
+RATE = 24_000_000
+CLIENTS = ("c1", "c2", "c3")
+DOOMED = "c2"
+
+
+def adler32(path: Path) -> int:
+    value = 1
+    with path.open("rb") as handle:
+        while chunk := handle.read(1 << 20):
+            value = zlib.adler32(chunk, value)
+    return value
+
+
+def most_at_once(rows) -> int:
+    """The most copies under way at one moment, from their own start and end times."""
+    return in_flight([(t.started_at.timestamp(), t.finished_at.timestamp()) for t in rows])[1] if rows else 0
+
+
+def wait_for(check, timeout: float, what: str, *processes: ManagedProcess):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if found := check():
+            return found
+        time.sleep(0.2)
+    logs = "\n".join(f"--- {p.name}\n{p.log_text()[-2500:]}" for p in processes)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}\n{logs}")
+
+
+def client_process(name: str, log_dir: Path) -> ManagedProcess:
+    argv = [PYTHON, "manage.py", "client", "--host", name, "--loglevel", "info"]
+    return ManagedProcess(f"client-{name}", argv, child_env(), log_dir, cwd=ROOT).start()
+
+
+@pytest.fixture
+def pool_processes(log_dir):
+    """The three clients and a worker to drive, each a process of its own, all ready."""
+    for name in CLIENTS:
+        Host.objects.create(name=name, role="client")
+    clients = {name: client_process(name, log_dir) for name in CLIENTS}
+    processes = [celery_worker(log_dir, name="pool-driver"), *clients.values()]
+    try:
+        for process in processes:
+            process.wait_for_log("ready.", timeout=60)
+        yield clients, processes
+    finally:
+        for process in processes:
+            process.stop()
+
+
+@pytest.fixture
+def doors(tmp_path, test_ca):
+    source = XRootDServer("pool-src", tmp_path / "s", workdir=tmp_path / "sr", https=test_ca)
+    destination = XRootDServer(
+        "pool-dst", tmp_path / "d", workdir=tmp_path / "dr", https=test_ca, extra_config=throttle_config(RATE)
+    )
+    try:
+        yield source.start(), destination.start()
+    finally:
+        source.stop()
+        destination.stop()
+
+
+def test_a_run_spread_over_three_clients_survives_one_killed_mid_step(doors, test_ca, pool_processes, client, viewer):
+    source, destination = doors
+    creds = {"bearer_token": "storageops-test", "ca_dir": str(test_ca.ca_dir)}
+    obj = campaign(
+        "pooled", [endpoint("pool-src", source.davs_url_for("/data/"), **creds)],
+        [endpoint("pool-dst", destination.davs_url_for("/data/"), **creds)],
+        file_count=FILES, file_size=SIZE, create_sources=True, tpc_mode="streamed", checksum_mode="both",
+        concurrency_steps=[CONCURRENCY], timeout=120,
+    )  # fmt: skip
+    obj.clients.set(Host.objects.filter(name__in=CLIENTS))
+    clients, processes = pool_processes
+    try:
+        run = runs.start_run(obj, trigger="command")
+        # Mid-step: the doomed client has finished copies and has more under way.
+        wait_for(
+            lambda: Transfer.objects.filter(run=run, state="succeeded", transfer_host=DOOMED).count() >= 2,
+            120, f"{DOOMED}'s first copies", *processes,
+        )  # fmt: skip
+        assert Transfer.objects.filter(run=run, state="succeeded").count() < FILES - CONCURRENCY
+        clients[DOOMED].kill()
+        killed_at = time.time()
+        wait_for(lambda: not Run.objects.get(pk=run.pk).is_live, 240, "the run to end", *processes)
+    finally:
+        # The fixture stops them too; stopped here, the checks below read a run no process touches.
+        for process in processes:
+            process.stop()
+
+    run.refresh_from_db()
+    rows = list(Transfer.objects.filter(run=run).order_by("index"))
+    events = list(Event.objects.filter(run=run, kind="run_incident").values_list("summary", flat=True))
+    report = f"{run.state} {run.stop_reason}\n" + "\n".join(events) + "\n" + "\n".join(
+        f"{t.index} {t.transfer_host} {t.state} {t.started_at:%H:%M:%S.%f} {t.finished_at:%H:%M:%S.%f} {t.history}"
+        for t in rows if t.started_at and t.finished_at
+    )  # fmt: skip
+    print(report)
+    total = run.summary["total"]
+    print(f"run: {total['files_ok']} files, {total['bytes']} B, {total['throughput_bps'] / 1e6:.1f} MB/s "
+          f"over {total['window_seconds']:.1f} s")  # fmt: skip
+    for name, f in run.summary["clients"].items():
+        used = run.summary["client_pool"][name]
+        print(f"{name}: {f['files_ok']} files, {f['bytes']} B, part {f['share_bps'] / 1e6:.1f} MB/s, own "
+              f"{f['throughput_bps'] / 1e6:.1f} MB/s, cpu {used['cpu_seconds']} s, lost {used['lost']!r}")  # fmt: skip
+
+    # Every transfer final exactly once, succeeded, on its first attempt: a lost client's copy
+    # is copied again within the same attempt, and its row keeps the lost one in its history.
+    assert run.state == RunState.SUCCEEDED and (run.files_done, run.files_failed) == (FILES, 0), report
+    assert [t.state for t in rows] == ["succeeded"] * FILES and {t.attempt for t in rows} == {1}, report
+    lost = [t for t in rows if any(h.get("category") == "client_lost" for h in t.history)]
+    assert lost and all(t.transfer_host != DOOMED for t in lost), report
+    assert all(t.finished_at.timestamp() <= killed_at for t in rows if t.transfer_host == DOOMED), report
+    assert {t.transfer_host for t in rows} == set(CLIENTS), report
+    # The bytes on the destination door's disk are the source's.
+    for t in rows:
+        src = source.local_path("/" + urlsplit(t.source).path.lstrip("/"))
+        dst = destination.local_path("/" + urlsplit(t.destination).path.lstrip("/"))
+        assert dst.stat().st_size == src.stat().st_size == SIZE
+        assert adler32(dst) == adler32(src) == int(t.destination_checksum, 16), t.index
+
+    # The step ran at its concurrency across the pool and each client at its share: two each,
+    # three each for the two left once the lost client's share was re-planned.
+    assert most_at_once(rows) <= CONCURRENCY, report
+    by_client = {name: [t for t in rows if t.transfer_host == name] for name in CLIENTS}
+    assert most_at_once(by_client[DOOMED]) <= 2, report
+    for name in ("c1", "c3"):
+        before = [t for t in by_client[name] if t.started_at.timestamp() < killed_at]
+        assert most_at_once(before) <= 2 and most_at_once(by_client[name]) <= 3, report
+    [said] = [e for e in events if e.startswith(f"Client {DOOMED} lost")]
+    assert "now c1 3, c3 3" in said and "re-planned onto c1, c3" in said, report
+    assert f"client {DOOMED} lost" in run.stop_reason, report
+
+    # Per-client figures add up to the run's.
+    figures = run.summary["clients"]
+    assert sum(f["files_ok"] for f in figures.values()) == total["files_ok"] == FILES
+    assert sum(f["bytes"] for f in figures.values()) == total["bytes"] == FILES * SIZE
+    assert sum(f["share_bps"] for f in figures.values()) == pytest.approx(total["throughput_bps"], rel=1e-9)
+    pool = run.summary["client_pool"]
+    assert pool[DOOMED]["lost"].startswith("no heartbeat") and not pool["c1"]["lost"] and not pool["c3"]["lost"]
+    assert all(pool[name]["cpu_seconds"] > 0 for name in CLIENTS), pool
+
+    # The run page puts the clients beside the doors, the lost one marked.
+    client.force_login(viewer)
+    page = client.get(run.get_absolute_url()).content.decode()
+    assert all(f'data-client="{name}"' in page for name in CLIENTS)
+    assert f'<tr data-client="{DOOMED}" class="bad">' in page and "no heartbeat for 5 s" in page
+
+
+def test_steps_hold_their_barrier_and_start_together_across_the_pool(pool_processes):
+    """Two steps (3, then 6 at once) of gfal2 mock copies of 2 s each, started together: no copy
+    of the second step begins before the first step's last one ended, each step's first wave
+    begins at once on every client, and no client runs more than its share."""
+    _, processes = pool_processes
+    obj = mock_campaign(
+        "pooled-steps", dst_query="time=2", file_count=24, concurrency_steps=[3, 6], step_files=12,
+        start_together=True,
+    )  # fmt: skip
+    obj.clients.set(Host.objects.filter(name__in=CLIENTS))
+    run = runs.start_run(obj, trigger="command")
+    wait_for(lambda: not Run.objects.get(pk=run.pk).is_live, 180, "the run to end", *processes)
+    run.refresh_from_db()
+    assert run.state == RunState.SUCCEEDED and run.files_done == 24, run.stop_reason
+    rows = list(Transfer.objects.filter(run=run))
+    spans = {step: sorted((t.started_at.timestamp(), t.finished_at.timestamp()) for t in rows if t.step == step)
+             for step in (0, 1)}  # fmt: skip
+    assert max(e for _, e in spans[0]) <= min(s for s, _ in spans[1]), "the second step began before the first ended"
+    for step, target in ((0, 3), (1, 6)):
+        first_wave = [s for s, _ in spans[step][:target]]
+        mean, peak = in_flight(spans[step])
+        print(f"step {step}: target {target}, mean {mean:.2f}, peak {peak}, first wave spread "
+              f"{max(first_wave) - min(first_wave):.3f} s")  # fmt: skip
+        assert peak == target and max(first_wave) - min(first_wave) < 0.5, (step, spans[step])
+        for name in CLIENTS:
+            mine = [(t.started_at.timestamp(), t.finished_at.timestamp()) for t in rows
+                    if t.step == step and t.transfer_host == name]  # fmt: skip
+            assert in_flight(mine)[1] == target // len(CLIENTS), (step, name, mine)
+    figures = run.summary["clients"]
+    assert sum(f["files_ok"] for f in figures.values()) == 24 and set(figures) == set(CLIENTS)
