@@ -187,7 +187,7 @@ def test_a_run_spread_over_three_clients_survives_one_killed_mid_step(doors, tes
 def test_steps_hold_their_barrier_and_start_together_across_the_pool(pool_processes):
     """Two steps (3, then 6 at once) of gfal2 mock copies of 2 s each, started together: no copy
     of the second step begins before the first step's last one ended, each step's first wave
-    begins at once on every client, and no client runs more than its share."""
+    (on three clients) all began before any of it ended, and each client ran its share."""
     _, processes = pool_processes
     obj = mock_campaign(
         "pooled-steps", dst_query="time=2", file_count=24, concurrency_steps=[3, 6], step_files=12,
@@ -203,11 +203,12 @@ def test_steps_hold_their_barrier_and_start_together_across_the_pool(pool_proces
              for step in (0, 1)}  # fmt: skip
     assert max(e for _, e in spans[0]) <= min(s for s, _ in spans[1]), "the second step began before the first ended"
     for step, target in ((0, 3), (1, 6)):
-        first_wave = [s for s, _ in spans[step][:target]]
+        wave = spans[step][:target]
         mean, peak = in_flight(spans[step])
         print(f"step {step}: target {target}, mean {mean:.2f}, peak {peak}, first wave spread "
-              f"{max(first_wave) - min(first_wave):.3f} s")  # fmt: skip
-        assert peak == target and max(first_wave) - min(first_wave) < 0.5, (step, spans[step])
+              f"{max(s for s, _ in wave) - min(s for s, _ in wave):.3f} s")  # fmt: skip
+        # Together: the step's first `target` copies, on three clients, all began before any ended.
+        assert peak == target and max(s for s, _ in wave) < min(e for _, e in wave), (step, spans[step])
         for name in CLIENTS:
             mine = [(t.started_at.timestamp(), t.finished_at.timestamp()) for t in rows
                     if t.step == step and t.transfer_host == name]  # fmt: skip
