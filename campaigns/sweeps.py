@@ -16,10 +16,15 @@ import itertools
 from dataclasses import asdict, dataclass
 
 from campaigns.models.sweep_rules import AXES
+from storageops.units import human_bytes
 
-__all__ = ["AXES", "AXIS_LABELS", "StepPoint", "label", "points", "swept_axes"]
+__all__ = ["AXES", "AXIS_LABELS", "StepPoint", "label", "points", "swept_axes", "value_text"]
 
-AXIS_LABELS = {"concurrency": "concurrency", "streams": "streams", "tcp_buffer_size": "TCP buffer", "tpc_mode": "mode"}
+AXIS_LABELS = {
+    "concurrency": "concurrency", "file_size": "file size", "streams": "streams", "tcp_buffer_size": "TCP buffer",
+    "tpc_mode": "mode",
+}  # fmt: skip
+_SIZES = ("file_size", "tcp_buffer_size")
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +35,7 @@ class StepPoint:
     streams: int
     tcp_buffer_size: int
     tpc_mode: str
+    file_size: int
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -54,4 +60,11 @@ def points(concurrency_steps, sweep: dict | None, defaults: dict) -> tuple[StepP
 
 def label(point: dict, axes: list[str]) -> str:
     """A point named by what varies: "concurrency 4 · streams 8"."""
-    return " · ".join(f"{AXIS_LABELS.get(a, a)} {point.get(a)}" for a in ["concurrency", *axes])
+    return " · ".join(f"{AXIS_LABELS.get(a, a)} {value_text(a, point.get(a))}" for a in ["concurrency", *axes])
+
+
+def value_text(axis: str, value) -> str:
+    """An axis' value as people read it: sizes in bytes units (a 4 MB buffer, 1 GB files)."""
+    if axis in _SIZES and isinstance(value, int) and not isinstance(value, bool):
+        return human_bytes(value)
+    return str(value)

@@ -6,12 +6,13 @@ through. Kept beside the models (the bottom room) since a field's validator live
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 
 from campaigns import choices
 
 # The axes a sweep may name, outermost first, with the bounds the campaign's own fields have.
-AXES = ("tpc_mode", "tcp_buffer_size", "streams")
+AXES = ("file_size", "tpc_mode", "tcp_buffer_size", "streams")
 MAX_STEPS = 200
 
 
@@ -41,7 +42,7 @@ def _check_value(axis: str, v: object) -> None:
         return
     if isinstance(v, bool) or not isinstance(v, int):
         raise ValidationError(f"{axis}: {v!r} is not a whole number.")
-    low, high = (1, 64) if axis == "streams" else (0, 2**31 - 1)
+    low, high = {"streams": (1, 64), "file_size": (1, settings.STORAGEOPS_MAX_FILE_SIZE)}.get(axis, (0, 2**31 - 1))
     if not low <= v <= high:
         raise ValidationError(f"{axis}: {v} is outside {low}…{high}.")
 
@@ -66,4 +67,21 @@ def sweep_errors(campaign) -> dict[str, str]:
         errors["sweep"] = "A checksum load copies nothing: only its concurrency can be swept."
     elif isinstance(sweep, dict) and campaign.engine == choices.Engine.FTS and "tpc_mode" in sweep:
         errors["sweep"] = "FTS chooses its copy mode itself: sweeping tpc_mode needs the gfal2 engine."
+    elif isinstance(sweep, dict) and "file_size" in sweep:
+        errors.update(_file_size_errors(campaign, count))
     return errors
+
+
+def _file_size_errors(campaign, count: int) -> dict[str, str]:
+    """A file-size sweep plans each step's files at that step's size, in step order: the steps
+    must be bounded by files, and the plan is exactly that many files a step."""
+    if not campaign.step_files:
+        return {"step_files": "A file-size sweep plans each step's files at its size: bound the steps by files."}
+    if campaign.file_mix or campaign.source_listing:
+        return {"sweep": "A file-size sweep sets the files' sizes itself: no file mix, no existing data."}
+    if campaign.file_count != campaign.step_files * count:
+        return {
+            "file_count": f"A file-size sweep plans {campaign.step_files} files a step over {count} steps: "
+            f"set the file count to {campaign.step_files * count}."
+        }
+    return {}

@@ -18,7 +18,8 @@ def series(steps: list[dict], x: str, axes: list[str]) -> list[dict]:
             {"x": s[x], "y": s["throughput_bps"], "step": s["step"]}
         )
     return [
-        {"label": " · ".join(f"{sweeps.AXIS_LABELS.get(d, d)} {v}" for d, v in zip(others, key, strict=True)),
+        {"label": " · ".join(f"{sweeps.AXIS_LABELS.get(d, d)} {sweeps.value_text(d, v)}"
+                              for d, v in zip(others, key, strict=True)),
          "points": sorted(points, key=lambda p: (str(type(p["x"])), p["x"]))}
         for key, points in sorted(lines.items(), key=lambda item: [str(v) for v in item[0]])
     ]  # fmt: skip

@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from django.conf import settings
 from django.utils import timezone
 
+from campaigns import sweeps
 from campaigns.choices import RunState, StepBarrier
 from campaigns.models import Run
 from campaigns.runs import leases, steps, store
@@ -308,7 +309,7 @@ class RunLoop:
 
 def _sweep_name(spec: RunSpec) -> str:
     """The name the stop reason gives what was swept: the concurrency, and a matrix's other axes."""
-    return " × ".join(["concurrency", *spec.swept_axes]) + " sweep"
+    return " × ".join(["concurrency", *(sweeps.AXIS_LABELS[a] for a in spec.swept_axes)]) + " sweep"
 
 
 def _aware(epoch: float | None):

@@ -75,7 +75,11 @@ class PlannedTransfer:
 
 
 def file_sizes(spec: RunSpec, seed: int) -> list[int]:
-    """Sizes in plan order; a mix is shuffled (seeded) so every step sees every size."""
+    """Sizes in plan order; a mix is shuffled (seeded) so every step sees every size. A sweep of
+    file sizes plans each step's files at its step's size, in step order (steps bounded by files
+    claim the plan in order: a step's files are exactly its own)."""
+    if "file_size" in spec.sweep and spec.step_files:
+        return [point.file_size for point in spec.points for _ in range(spec.step_files)]
     if not spec.file_mix:
         return [spec.file_size] * spec.file_count
     sizes = [size for count, size in spec.file_mix for _ in range(count)]

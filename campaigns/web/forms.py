@@ -115,7 +115,7 @@ class SweepField(forms.CharField):
 
 
 def _whole(text: str, axis: str) -> int:
-    return parse_size(text) if axis == "tcp_buffer_size" else int(text)
+    return parse_size(text) if axis in ("tcp_buffer_size", "file_size") else int(text)
 
 
 URL_LIST_UPLOAD_MAX = 2 * 1024 * 1024
@@ -153,7 +153,8 @@ class CampaignForm(forms.ModelForm):
     sweep = SweepField(
         required=False,
         help_text="Also step through other knobs, each value at every concurrency step, one axis a line: "
-        "streams: 1, 4, 8 (axes: tpc_mode, tcp_buffer_size, streams; two or more make a matrix).",
+        "streams: 1, 4, 8 (axes: file_size, tpc_mode, tcp_buffer_size, streams; two or more make a matrix; "
+        "a file-size sweep, e.g. file_size: 1 MB, 100 MB, needs steps bounded by files).",
     )
 
     class Meta:

@@ -235,7 +235,10 @@
       if (!m) return;
       var name = m.getAttribute("data-axis"), byAxis = data.by[name] || [];
       var numeric = byAxis.every(function (l) { return l.points.every(function (p) { return typeof p.x === "number"; }); });
-      var x = numeric ? { type: "linear", title: { display: true, text: m.getAttribute("data-axis-label") } }
+      // Sizes read in bytes units; file sizes span decades (1 MB to 10 GB), so on a log scale.
+      var sized = name === "file_size" || name === "tcp_buffer_size";
+      var x = numeric ? { type: name === "file_size" ? "logarithmic" : "linear", title: { display: true, text: m.getAttribute("data-axis-label") },
+          ticks: sized ? { callback: formatter("B") } : {} }
         : { type: "category", labels: uniqueX(byAxis), title: { display: true, text: m.getAttribute("data-axis-label") } };
       makeChart(m, "line", sweepLines(byAxis), { x: x, y: valueAxis("throughput (bytes/s)", "B/s") }, []);
     }

@@ -34,7 +34,7 @@ def test_a_matrix_sweep_set_in_the_form_is_charted_both_ways(page, live_server, 
     page.goto(f"{live_server.url}/campaigns/{campaign.pk}/edit/")
     page.fill("#id_sweep", "tcp_buffer_size: 0, 4 MB\nparallelism: 2")
     page.click("text=Save campaign")
-    assert "the axis one of tpc_mode, tcp_buffer_size, streams" in page.locator("#row-sweep .errorlist").inner_text()
+    assert "the axis one of file_size, tpc_mode, tcp_buffer_size, streams" in page.locator("#row-sweep .errorlist").inner_text()
     page.fill("#id_sweep", "tcp_buffer_size: 0, 4 MB")
     page.click("text=Save campaign")
     page.wait_for_url(re.compile(rf".*/campaigns/{campaign.pk}/$"))
@@ -56,11 +56,12 @@ def test_a_matrix_sweep_set_in_the_form_is_charted_both_ways(page, live_server, 
 
     page.goto(f"{live_server.url}/campaigns/runs/{run.pk}/")
     assert datasets(page, "steps") == [
-        {"label": "TCP buffer 0", "xs": [1, 2]}, {"label": "TCP buffer 4000000", "xs": [1, 2]}]  # fmt: skip
+        {"label": "TCP buffer 0 B", "xs": [1, 2]}, {"label": "TCP buffer 4 MB", "xs": [1, 2]}]  # fmt: skip
     assert datasets(page, "steps-by-axis") == [
         {"label": "concurrency 1", "xs": [0, 4_000_000]}, {"label": "concurrency 2", "xs": [0, 4_000_000]}]  # fmt: skip
     headers = page.locator("#step-table thead th").all_inner_texts()
     assert headers[:3] == ["Step", "Concurrency", "TCP buffer"]
+    assert page.locator("#step-table tbody tr td:nth-child(3)").all_inner_texts() == ["0 B", "0 B", "4 MB", "4 MB"]
     assert page.js_errors == []
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page.locator("#sweep-matrix").scroll_into_view_if_needed()

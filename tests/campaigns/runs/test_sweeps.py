@@ -11,20 +11,20 @@ from campaigns import sweeps
 from campaigns.models import RunStep, Transfer
 from campaigns.results import matrix
 from tests.campaigns.runs.test_gridftp import check_copies, gsiftp, on_disk, transfer_stats
-from tests.campaigns.runs.test_real_transfers import drive
-from tests.support.factories import campaign, mock_campaign
+from tests.campaigns.runs.test_real_transfers import drive, url_path
+from tests.support.factories import campaign, endpoint, mock_campaign
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def test_points_run_each_setting_of_the_other_axes_at_every_concurrency():
-    defaults = {"tpc_mode": "auto", "tcp_buffer_size": 0, "streams": 1}
+    defaults = {"tpc_mode": "auto", "tcp_buffer_size": 0, "streams": 1, "file_size": 1000}
     points = sweeps.points([1, 2], {"streams": [1, 4]}, defaults)
     assert [(p.streams, p.concurrency) for p in points] == [(1, 1), (1, 2), (4, 1), (4, 2)]
     matrix_points = sweeps.points([8], {"streams": [2, 4], "tcp_buffer_size": [0, 1 << 20]}, defaults)
     assert [(p.tcp_buffer_size, p.streams) for p in matrix_points] == [(0, 2), (0, 4), (1 << 20, 2), (1 << 20, 4)]
     assert sweeps.points([1, 2], {}, defaults) == tuple(
-        sweeps.StepPoint(concurrency=c, streams=1, tcp_buffer_size=0, tpc_mode="auto") for c in (1, 2)
+        sweeps.StepPoint(concurrency=c, streams=1, tcp_buffer_size=0, tpc_mode="auto", file_size=1000) for c in (1, 2)
     )
 
 
@@ -39,6 +39,10 @@ def test_points_run_each_setting_of_the_other_axes_at_every_concurrency():
         ({"streams": [1, 2]}, {"kind": "checksum_load"}, "only its concurrency can be swept"),
         ({"streams": list(range(1, 64))}, {"concurrency_steps": [1, 2, 4, 8]}, "252 steps: a run takes at most 200"),
         ({"streams": [1, 2]}, {"step_files": None, "step_seconds": None}, "needs a step length"),
+        ({"file_size": [0, 10]}, {}, "file_size: 0 is outside 1…"),
+        ({"file_size": [10, 20]}, {"step_files": None, "step_seconds": 5}, "bound the steps by files"),
+        ({"file_size": [10, 20]}, {}, "plans 8 files a step over 4 steps: set the file count to 32"),
+        ({"file_size": [10, 20]}, {"file_count": 32, "file_mix": [{"count": 32, "size": 10}]}, "no file mix"),
     ],
 )
 def test_a_sweep_that_cannot_run_is_refused_with_the_reason(sweep, fields, message):
@@ -102,3 +106,35 @@ def test_a_sweep_through_the_mock_plugin_records_every_point():
     assert [(p["tcp_buffer_size"], p["concurrency"]) for p in points] == [(0, 1), (0, 3), (1 << 20, 1), (1 << 20, 3)]
     steps = sorted(Transfer.objects.filter(run=run).values_list("step", flat=True))
     assert steps == [0] * 3 + [1] * 3 + [2] * 3 + [3] * 3
+
+
+def test_a_file_size_sweep_copies_each_steps_files_at_its_size(xrootd_pair, client, viewer):
+    """Real root:// TPC copies: each step's files are planned, created and copied at the step's
+    size (on the doors' disks), and the step table and chart take the file size as an axis."""
+    door1, door2 = xrootd_pair
+    sizes = [1_000_000, 3_000_000]
+    src = endpoint("fsize-src", door1.root_url_for("/data/fsize/"))
+    dst = endpoint("fsize-dst", door2.root_url_for("/data/fsize/"))
+    obj = campaign("file-size-sweep", [src], [dst], file_count=16, create_sources=True, checksum_mode="both",
+                   concurrency_steps=[1, 2], step_files=4, sweep={"file_size": sizes})  # fmt: skip
+    obj.full_clean()
+    run = drive(obj)
+    assert run.state == "succeeded" and run.files_done == 16, run.stop_reason
+    assert run.planned_bytes == 8 * sum(sizes)
+    assert run.stop_reason == "concurrency × file size sweep completed"
+    points = list(RunStep.objects.filter(run=run).order_by("index").values_list("point", flat=True))
+    assert [(p["file_size"], p["concurrency"]) for p in points] == [(s, c) for s in sizes for c in (1, 2)]
+    for t in Transfer.objects.filter(run=run):
+        size = points[t.step]["file_size"]
+        assert t.size == size and t.bytes_transferred == size, (t.index, t.step, t.size)
+        assert door2.local_path(url_path(t.destination)).stat().st_size == size
+    steps = run.summary["steps"]
+    assert [(s["concurrency"], s["file_size"], s["bytes"]) for s in steps] == [
+        (c, s, 4 * s) for s in sizes for c in (1, 2)]  # fmt: skip
+    client.force_login(viewer)
+    data = client.get(f"/campaigns/runs/{run.pk}/charts/steps.json").json()
+    assert [line["label"] for line in data["by"]["concurrency"]] == ["file size 1 MB", "file size 3 MB"]
+    assert [(line["label"], [p["x"] for p in line["points"]]) for line in data["by"]["file_size"]] == [
+        ("concurrency 1", sizes), ("concurrency 2", sizes)]  # fmt: skip
+    page = client.get(f"/campaigns/runs/{run.pk}/").content.decode()
+    assert 'data-axis="file_size"' in page and '<td class="num">3 MB</td>' in page
