@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass
 from campaigns.models.sweep_rules import AXES
 from storageops.units import human_bytes
 
-__all__ = ["AXES", "AXIS_LABELS", "StepPoint", "label", "points", "swept_axes", "value_text"]
+__all__ = ["AXES", "AXIS_LABELS", "StepPoint", "label", "points", "setting_text", "swept_axes", "value_text"]
 
 AXIS_LABELS = {
     "concurrency": "concurrency", "file_size": "file size", "streams": "streams", "tcp_buffer_size": "TCP buffer",
@@ -61,6 +61,11 @@ def points(concurrency_steps, sweep: dict | None, defaults: dict) -> tuple[StepP
 def label(point: dict, axes: list[str]) -> str:
     """A point named by what varies: "concurrency 4 · streams 8"."""
     return " · ".join(f"{AXIS_LABELS.get(a, a)} {value_text(a, point.get(a))}" for a in ["concurrency", *axes])
+
+
+def setting_text(point: dict) -> str:
+    """The swept knobs a step row holds, besides its concurrency: "streams 4, TCP buffer 4 MB"."""
+    return ", ".join(f"{AXIS_LABELS[a]} {value_text(a, point[a])}" for a in AXES if a in point)
 
 
 def value_text(axis: str, value) -> str:

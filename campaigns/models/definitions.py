@@ -396,4 +396,4 @@ class Campaign(BaseModel):
     def planned_bytes(self) -> int:
         if self.file_mix:
             return sum(item["count"] * item["size"] for item in self.file_mix)
-        return self.file_count * self.file_size
+        return sweep_rules.swept_bytes(self) or self.file_count * self.file_size

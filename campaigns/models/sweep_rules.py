@@ -85,3 +85,12 @@ def _file_size_errors(campaign, count: int) -> dict[str, str]:
             f"set the file count to {campaign.step_files * count}."
         }
     return {}
+
+
+def swept_bytes(campaign) -> int | None:
+    """The bytes a file-size sweep plans (step_files files at each step's size), or None."""
+    sizes = campaign.sweep.get("file_size") if isinstance(campaign.sweep, dict) else None
+    if not sizes or not campaign.step_files or not all(isinstance(s, int) for s in sizes):
+        return None
+    others = step_count(campaign.concurrency_steps, {k: v for k, v in campaign.sweep.items() if k != "file_size"})
+    return campaign.step_files * others * sum(sizes)

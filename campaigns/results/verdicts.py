@@ -355,9 +355,7 @@ def headline(v: dict) -> str:
             f"Knee at concurrency {knee_point['concurrency']} ({format_rate(knee_point['throughput_bps'])}; "
             f"peak {format_rate(peak['throughput_bps'])} at {peak['concurrency']})."
         )
-    setting = ", ".join(
-        f"{sweeps.AXIS_LABELS[a]} {sweeps.value_text(a, knee_point[a])}" for a in sweeps.AXES if a in knee_point
-    )
+    setting = sweeps.setting_text(knee_point)
     if setting:
         # A sweep over more than concurrency: the curve read is the best setting's.
         curve = f"{curve[:-1]}, with {setting} (the best setting's curve)."

@@ -34,7 +34,8 @@ def test_a_matrix_sweep_set_in_the_form_is_charted_both_ways(page, live_server, 
     page.goto(f"{live_server.url}/campaigns/{campaign.pk}/edit/")
     page.fill("#id_sweep", "tcp_buffer_size: 0, 4 MB\nparallelism: 2")
     page.click("text=Save campaign")
-    assert "the axis one of file_size, tpc_mode, tcp_buffer_size, streams" in page.locator("#row-sweep .errorlist").inner_text()
+    said = page.locator("#row-sweep .errorlist").inner_text()
+    assert "the axis one of file_size, tpc_mode, tcp_buffer_size, streams" in said
     page.fill("#id_sweep", "tcp_buffer_size: 0, 4 MB")
     page.click("text=Save campaign")
     page.wait_for_url(re.compile(rf".*/campaigns/{campaign.pk}/$"))

@@ -120,7 +120,7 @@ def test_a_file_size_sweep_copies_each_steps_files_at_its_size(xrootd_pair, clie
     obj.full_clean()
     run = drive(obj)
     assert run.state == "succeeded" and run.files_done == 16, run.stop_reason
-    assert run.planned_bytes == 8 * sum(sizes)
+    assert run.planned_bytes == obj.planned_bytes == 8 * sum(sizes)
     assert run.stop_reason == "concurrency × file size sweep completed"
     points = list(RunStep.objects.filter(run=run).order_by("index").values_list("point", flat=True))
     assert [(p["file_size"], p["concurrency"]) for p in points] == [(s, c) for s in sizes for c in (1, 2)]
