@@ -12,8 +12,9 @@ from datetime import timedelta
 from django.core.exceptions import ValidationError
 from django.db.models import Q
 
+from campaigns import sweeps
 from campaigns.models import Run
-from campaigns.results import disturbance, grouped, readers
+from campaigns.results import disturbance, grouped, matrix, readers
 from campaigns.results.analysis import door_names
 from campaigns.results.parameters import parameters
 from campaigns.results.scope import run_window
@@ -232,12 +233,13 @@ def _since(ms: float, origin: float) -> float | None:
     return None if math.isinf(ms) else round((ms - origin) / 1000, 1)
 
 
-def overlay_series(runs: Sequence[Run], trim: Trim | None = None) -> dict:
+def overlay_series(runs: Sequence[Run], trim: Trim | None = None, x: str = "concurrency") -> dict:
     """Each run's total throughput over time, in seconds since its start, and its step curve:
     what the comparison page overlays. Trimmed as the table is: the step curve is the trimmed
-    step table, and over time the trimmed periods are gaps (None), listed in ``cuts``."""
+    step table, and over time the trimmed periods are gaps (None), listed in ``cuts``. ``by``
+    puts the steps against `x` (the concurrency or a swept knob: matrix.across_runs)."""
     trim = trim or Trim()
-    out = []
+    out, tables = [], []
     for run in runs:
         data = readers.timeline(run)
         origin = run.started_at.timestamp() * 1000 if run.started_at else 0
@@ -257,4 +259,6 @@ def overlay_series(runs: Sequence[Run], trim: Trim | None = None) -> dict:
                 "steps": [{"x": s["concurrency"], "y": s["throughput_bps"]} for s in steps if s.get("throughput_bps")],
             }
         )
-    return {"runs": out, "trimmed": trim.active}
+        tables.append((f"{run.campaign.name} #{run.pk}", run.disturbed, RunSpec.of(run), steps))
+    by = {"x": x, "label": sweeps.AXIS_LABELS.get(x, x), "lines": matrix.across_runs(tables, x)}
+    return {"runs": out, "trimmed": trim.active, "by": by}

@@ -30,3 +30,29 @@ def chart(steps: list[dict], axes: list[str]) -> dict:
     if not axes:
         return {"steps": steps, "axes": []}
     return {"steps": steps, "axes": axes, "by": {x: series(steps, x, axes) for x in ["concurrency", *axes]}}
+
+
+def across_runs(runs: list[tuple[str, bool, object, list[dict]]], x: str) -> list[dict]:
+    """Compared runs' steps against any parameter `x`: each run's (label, disturbed, spec, steps).
+
+    Where some run sweeps `x` (or `x` is the concurrency), each run keeps its own lines, one per
+    setting of its other swept knobs. Where every run holds `x` fixed (runs of campaigns that
+    differ in streams, or in file size), the runs' steps are lined up across runs instead, one
+    line per concurrency (and per setting of what they sweep): throughput against streams over
+    several campaigns, Tokyo's way. A step's value of a knob the run did not sweep is the run's.
+    """
+
+    def filled(spec, steps: list[dict], axes: list[str]) -> list[dict]:
+        return [{**s, **{a: s.get(a, getattr(spec, a, None)) for a in {x, *axes} - {"concurrency"}}} for s in steps]
+
+    within = x == "concurrency" or any(x in spec.swept_axes for _, _, spec, _ in runs)
+    if within:
+        lines = []
+        for label, disturbed, spec, steps in runs:
+            for line in series(filled(spec, steps, spec.swept_axes), x, [a for a in spec.swept_axes if a != x]):
+                name = f"{label} · {line['label']}" if line["label"] else label
+                lines.append({**line, "label": name, "disturbed": disturbed})
+        return lines
+    axes = sorted({a for _, _, spec, _ in runs for a in spec.swept_axes}, key=sweeps.AXES.index)
+    rows = [row for _, _, spec, steps in runs for row in filled(spec, steps, axes)]
+    return [{**line, "disturbed": False} for line in series(rows, x, axes)]

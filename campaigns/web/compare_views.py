@@ -8,6 +8,7 @@ from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 
+from campaigns import sweeps
 from campaigns.results import comparison
 from campaigns.web.forms import CompareForm
 from storageops.api.errors import error_response
@@ -34,7 +35,9 @@ def compare_page(request: HttpRequest) -> HttpResponse:
             context.update(result=comparison.compare(selected, trim), runs=selected, trim=trim)
             context["ids"] = ",".join(str(r.pk) for r in selected)
             # The charts are trimmed as the table: their data is asked with the same trim.
-            query = {"runs": context["ids"], "warmup": trim.warmup_seconds, "tail": trim.tail_seconds}
+            query = {"runs": context["ids"], "warmup": trim.warmup_seconds, "tail": trim.tail_seconds,
+                     "x": form.cleaned_data["x"]}  # fmt: skip
+            context["x_label"] = sweeps.AXIS_LABELS[form.cleaned_data["x"]]
             if trim.event_margin_seconds is not None:
                 query["margin"] = trim.event_margin_seconds
             context["chart_query"] = urlencode(query)
@@ -52,4 +55,4 @@ def compare_data(request: HttpRequest) -> JsonResponse:
         selected, trim = _selection(form)
     except ValidationError as exc:
         return error_response(400, "Some fields are not valid.", exc.message_dict)
-    return JsonResponse(comparison.overlay_series(selected, trim))
+    return JsonResponse(comparison.overlay_series(selected, trim, x=form.cleaned_data["x"]))

@@ -253,6 +253,14 @@ class CompareForm(forms.Form):
         required=False, min_value=0, max_value=86400, label="Leave out around events (s)",
         help_text="Seconds before and after each restart or config change: copies overlapping them are left out.",
     )  # fmt: skip
+    x = forms.ChoiceField(
+        choices=[("concurrency", "concurrency"), *((a, sweeps.AXIS_LABELS[a]) for a in sweeps.AXES)],
+        required=False, initial="concurrency", label="Steps against",
+        help_text="The x axis of the steps chart: the concurrency, or a knob the runs sweep or differ in.",
+    )  # fmt: skip
+
+    def clean_x(self) -> str:
+        return self.cleaned_data.get("x") or "concurrency"
 
     def __init__(self, data=None, *args, **kwargs):
         # runs=1&runs=2 (checkboxes of the runs list) and runs=1,2 (typed) mean the same.

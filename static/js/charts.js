@@ -358,6 +358,16 @@
     };
   }
 
+  /* An axis for a swept knob: numbers (sizes in bytes units, file sizes on a log scale) or names (modes). */
+  function knobAxis(by) {
+    var xs = [];
+    by.lines.forEach(function (l) { l.points.forEach(function (p) { if (xs.indexOf(p.x) < 0) xs.push(p.x); }); });
+    var title = { display: true, text: by.label };
+    if (!xs.every(function (v) { return typeof v === "number"; })) return { type: "category", labels: xs, title: title };
+    var sized = by.x === "file_size" || by.x === "tcp_buffer_size";
+    return { type: by.x === "file_size" ? "logarithmic" : "linear", title: title, ticks: sized ? { callback: formatter("B") } : {} };
+  }
+
   /* ---- Comparison page ------------------------------------------------------------------ */
 
   function compareCharts(root) {
@@ -371,8 +381,17 @@
       });
       var concurrencies = [];
       data.runs.forEach(function (r) { r.steps.forEach(function (p) { concurrencies.push(p.x); }); });
-      makeChart(root.querySelector('[data-chart="compare-steps"]'), "line", steps,
-        { x: concurrencyAxis(concurrencies), y: valueAxis("throughput (bytes/s)", "B/s") }, []);
+      var stepsChart = root.querySelector('[data-chart="compare-steps"]');
+      if (data.by && data.by.x !== "concurrency") {
+        // The steps against another knob (streams, TCP buffer, file size, mode): the server's lines.
+        var lines = data.by.lines.map(function (l, i) {
+          return { label: l.label, data: l.points.map(function (p) { return { x: p.x, y: p.y }; }), borderColor: colour(i),
+            backgroundColor: colour(i), pointRadius: 4, borderDash: l.disturbed ? [5, 4] : [], unit: "B/s" };
+        });
+        makeChart(stepsChart, "line", lines, { x: knobAxis(data.by), y: valueAxis("throughput (bytes/s)", "B/s") }, []);
+      } else {
+        makeChart(stepsChart, "line", steps, { x: concurrencyAxis(concurrencies), y: valueAxis("throughput (bytes/s)", "B/s") }, []);
+      }
       makeChart(root.querySelector('[data-chart="compare-time"]'), "line", time,
         { x: { type: "linear", title: { display: true, text: "seconds since the run started" } },
           y: valueAxis("throughput (bytes/s)", "B/s") }, []);

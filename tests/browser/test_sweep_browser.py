@@ -70,3 +70,26 @@ def test_a_matrix_sweep_set_in_the_form_is_charted_both_ways(page, live_server, 
         path=str(SCREENSHOTS / "sweep-by-concurrency.png")
     )
     page.locator("#sweep-matrix").screenshot(path=str(SCREENSHOTS / "sweep-by-tcp-buffer.png"))
+
+
+def test_a_comparison_charts_the_steps_against_streams(page, live_server, viewer):
+    """Runs of two campaigns that differ in streams, compared against streams in a real browser:
+    one line per concurrency across the runs, the x axis the streams. Written to
+    docs/screenshots/compare-by-streams.png."""
+    made = []
+    for streams in (1, 4):
+        run = runs.create_run(
+            mock_campaign(f"cmp-streams-{streams}", dst_query="time=0", file_count=9, concurrency_steps=[1, 2, 3],
+                          step_files=3, streams=streams),
+            trigger="command",
+        )  # fmt: skip
+        RunDriver(run.pk).drive()
+        made.append(run)
+    log_in(page, live_server, viewer.username)
+    page.goto(f"{live_server.url}/campaigns/compare/?runs={made[0].pk},{made[1].pk}&x=streams")
+    assert page.inner_text(".charts h2 >> nth=0") == "Throughput vs streams"
+    assert datasets(page, "compare-steps") == [{"label": f"concurrency {c}", "xs": [1, 4]} for c in (1, 2, 3)]
+    assert page.js_errors == []
+    page.locator("[data-chart=compare-steps]").locator("xpath=ancestor::figure").screenshot(
+        path=str(SCREENSHOTS / "compare-by-streams.png")
+    )
