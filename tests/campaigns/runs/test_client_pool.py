@@ -215,3 +215,47 @@ def test_steps_hold_their_barrier_and_start_together_across_the_pool(pool_proces
             assert in_flight(mine)[1] == target // len(CLIENTS), (step, name, mine)
     figures = run.summary["clients"]
     assert sum(f["files_ok"] for f in figures.values()) == 24 and set(figures) == set(CLIENTS)
+
+
+def test_a_pooled_run_cancelled_mid_step_aborts_on_every_client(pool_processes):
+    """Mock copies of 30 s, six at once over three clients, cancelled with no grace: the copies
+    under way on every client are aborted, every transfer ends once (cancelled or not started),
+    and each client's serve task ends."""
+    clients, processes = pool_processes
+    obj = mock_campaign("pooled-cancel", dst_query="time=30", file_count=30, concurrency_steps=[6], cancel_grace=0)
+    obj.clients.set(Host.objects.filter(name__in=CLIENTS))
+    run = runs.start_run(obj, trigger="command")
+    wait_for(lambda: Run.objects.get(pk=run.pk).active_transfers >= 6, 60, "six copies under way", *processes)
+    started = time.monotonic()
+    runs.request_cancel(Run.objects.get(pk=run.pk))
+    wait_for(lambda: not Run.objects.get(pk=run.pk).is_live, 60, "the run to end", *processes)
+    took = time.monotonic() - started
+    run.refresh_from_db()
+    rows = list(Transfer.objects.filter(run=run))
+    assert run.state == RunState.CANCELLED and run.files_done == 0, run.stop_reason
+    assert {t.state for t in rows} <= {"cancelled", "skipped"} and len(rows) == 30
+    # The six under way were aborted, not waited for: their copies would have taken 30 s.
+    aborted = [t for t in rows if t.transfer_host]
+    assert sorted(t.transfer_host for t in aborted) == ["c1", "c1", "c2", "c2", "c3", "c3"], aborted
+    assert took < 25, f"the cancel took {took:.1f} s"
+    for name, process in clients.items():
+        wait_for(lambda p=process: "client_serve" in p.log_text() and "succeeded in" in p.log_text(), 30,
+                 f"{name}'s serve task to end", process)  # fmt: skip
+
+
+def test_a_pool_with_no_client_answering_fails_the_run_saying_why(log_dir):
+    Host.objects.create(name="absent1", role="client")
+    worker = celery_worker(log_dir, name="lonely-driver", STORAGEOPS_CLIENT_JOIN_SECONDS="3")
+    try:
+        worker.wait_for_log("ready.", timeout=60)
+        obj = mock_campaign("pooled-alone", file_count=4)
+        obj.clients.set(Host.objects.filter(name="absent1"))
+        run = runs.start_run(obj, trigger="command")
+        wait_for(lambda: not Run.objects.get(pk=run.pk).is_live, 60, "the run to end", worker)
+    finally:
+        worker.stop()
+    run.refresh_from_db()
+    assert run.state == RunState.FAILED, run.stop_reason
+    assert run.stop_reason.startswith("No client of the pool answered within 3 s (absent1)")
+    assert "manage.py client --host NAME" in run.stop_reason
+    assert set(Transfer.objects.filter(run=run).values_list("state", flat=True)) <= {"skipped", "queued"}
