@@ -176,6 +176,8 @@ class ClientPoolExecutor:
             pipe.execute()
 
     def collect(self, now: float, *, idle: bool, stopping: bool) -> Collected:
+        if self.conn is None:
+            return Collected()  # the pool was never reached: nothing was handed out
         if not self.live and self.replan:
             # Raised before anything is read, so no result already recorded is left uncounted.
             raise ExecutorFailed(f"Every client of the pool was lost: {self._lost_text()}")

@@ -24,6 +24,8 @@ from urllib.parse import urlsplit
 
 import redis
 from django.conf import settings
+from redis.backoff import ExponentialBackoff
+from redis.retry import Retry
 
 from campaigns.runs.engines.base import CopyJob, CopyOptions, CopyResult
 
@@ -41,7 +43,12 @@ def connect() -> redis.Redis:
     url = settings.CELERY_BROKER_URL
     if urlsplit(url).scheme not in ("redis", "rediss"):
         raise PoolUnavailable(f"a client pool talks through a Redis broker; the broker is {urlsplit(url).scheme}://")
-    return redis.Redis.from_url(url, socket_timeout=10, socket_connect_timeout=5, health_check_interval=30)
+    # A broker restarted under a run (seconds) is waited for, not taken for the end of the run.
+    retry = Retry(ExponentialBackoff(cap=2.0, base=0.1), retries=20)
+    return redis.Redis.from_url(
+        url, socket_timeout=10, socket_connect_timeout=5, health_check_interval=30, retry=retry,
+        retry_on_error=[redis.ConnectionError, redis.TimeoutError],
+    )  # fmt: skip
 
 
 class Keys:
