@@ -30,6 +30,7 @@ import atexit
 import contextlib
 import fcntl
 import hashlib
+import ipaddress
 import os
 import posixpath
 import pwd
@@ -229,8 +230,10 @@ class TestCA:
         return {"X509_CERT_DIR": str(self.ca_dir)}
 
 
-def make_test_ca(directory: Path) -> TestCA:
-    """Create (or reuse) a throw-away CA and a loopback host certificate in ``directory``.
+def make_test_ca(directory: Path, extra_ips: Sequence[str] = ()) -> TestCA:
+    """Create (or reuse) a throw-away CA and a loopback host certificate in ``directory``;
+    ``extra_ips`` are more addresses the host certificate names (doors reached from a network
+    namespace through a bridge).
 
     Idempotent: when all files exist they are reused, so a session-scoped fixture and
     the demo site can share one CA across runs. Permissions are fixed every time so
@@ -249,18 +252,19 @@ def make_test_ca(directory: Path) -> TestCA:
     with _file_lock(directory / ".lock"):
         complete = all(p.is_file() for p in (ca.ca_cert, ca.ca_key, ca.host_cert, ca.host_key))
         if not complete:
-            _create_ca_files(ca)
+            _create_ca_files(ca, extra_ips)
         _fix_ca_permissions(ca)
     make_traversable(directory)
     return ca
 
 
-def _create_ca_files(ca: TestCA) -> None:
+def _create_ca_files(ca: TestCA, extra_ips: Sequence[str] = ()) -> None:
     ca.ca_dir.mkdir(exist_ok=True)
     for stale in ca.ca_dir.iterdir():
         stale.unlink()
     cnf = ca.directory / "openssl.cnf"
-    cnf.write_text(_OPENSSL_CNF)
+    names = "".join(f", IP:{ipaddress.ip_address(ip)}" for ip in extra_ips)  # a name, checked
+    cnf.write_text(_OPENSSL_CNF.replace("subjectAltName = IP:127.0.0.1", f"subjectAltName = IP:127.0.0.1{names}"))
     csr = ca.directory / "host.csr"
     old_umask = os.umask(0o077)  # keys are never world-readable, not even briefly
     try:

@@ -13,6 +13,7 @@ packages=(python3 python3-venv python3-gfal2 gfal2 gfal2-plugin-file gfal2-plugi
 if [ "$purpose" = test ]; then
     packages+=(docker-compose)  # validates docker-compose.yml (no engine needed)
     packages+=(globus-gridftp-server-progs globus-proxy-utils)  # real gsiftp:// doors with GSI, and the proxy they accept
+    packages+=(iproute2 socat)  # client-pool tests: each client in a network namespace on a bridge, database and broker relayed to it
     packages+=(procps redis-server fio prometheus-node-exporter chromium strace)  # strace: a test checks children are vforked; a test restarts its own redis-server on a free port; host tests, node_exporter scrapes; browser tests (Playwright drives Debian's chromium)
 fi
 

@@ -37,6 +37,7 @@ log = logging.getLogger(__name__)
 IDLE_WAIT = 0.02
 HOLD_POLL = 0.1  # how often the clients' state is read while a step waits to start together
 SERVE_TASK = "campaigns.client_serve"
+FINAL_WAIT = 5.0  # how long the end of a run waits for its clients' last beats
 
 
 def drive_token(executor_id: str) -> str:
@@ -326,10 +327,26 @@ class ClientPoolExecutor:
             for name in self.weights:
                 pipe.hset(self.keys.control(name), "stop", "1")
                 pipe.expire(self.keys.control(name), 3600)
-            pipe.delete(self.keys.driver)
             pipe.execute()
+            self._final_usage()
+            self.conn.delete(self.keys.driver)
         except channel.redis.RedisError:
             log.exception("run %s: could not tell the clients to stop (they stop when the driver is gone)", self.run_id)
+
+    def _final_usage(self) -> None:
+        """Wait a moment for each live client's last beat (sent as its serve task ends), so the
+        run records all it used, the last copies' bytes included."""
+        deadline = time.monotonic() + FINAL_WAIT
+        waiting = set(self.live)
+        while waiting and time.monotonic() < deadline:
+            for name in list(waiting):
+                state = self.conn.hgetall(self.keys.state(name))
+                if state.get(b"final") == b"1":
+                    waiting.discard(name)
+                    self.usage[name] = {"cpu_seconds": float(state[b"cpu_seconds"]),
+                                        "nic": json.loads(state.get(b"nic", b"{}"))}  # fmt: skip
+            if waiting:
+                time.sleep(0.1)
 
     def finish(self) -> dict:
         """Each client's part, for the run's record: its weight, whether it was lost and why, and

@@ -74,6 +74,8 @@ class ClientServer:
                 self._round()
         finally:
             self.pool.close(timeout=2.0)
+            # A last beat with everything counted, for the run's record of what this client used.
+            self._beat(time.monotonic(), final=True)
             self.conn.delete(self.keys.alive(self.client))
         return {"client": self.client, "copied": self.copied, "cpu_seconds": round(cpu_seconds() - self.cpu0, 3)}
 
@@ -133,7 +135,7 @@ class ClientServer:
             self._obey(self.conn.hgetall(self.keys.control(self.client)))
         self.pool.submit(jobs)
 
-    def _beat(self, now: float) -> None:
+    def _beat(self, now: float, final: bool = False) -> None:
         if self.conn.exists(self.keys.driver):
             self.driver_seen = now
         elif now - self.driver_seen >= channel.DRIVER_SECONDS and not self.stopping:
@@ -151,6 +153,7 @@ class ClientServer:
             "cpu_seconds": round(cpu_seconds() - self.cpu0, 3),
             "nic": json.dumps(nic),
             "copied": self.copied,
+            "final": int(final),
         }
         pipe = self.conn.pipeline(transaction=False)
         pipe.set(self.keys.alive(self.client), "1", px=int(channel.ALIVE_SECONDS * 1000))

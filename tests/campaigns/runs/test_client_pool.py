@@ -8,8 +8,9 @@ at once, per client and in all), and the run's events.
 
 The destination door serves through XRootD's throttle (24 MB/s) so each 8 MB copy takes about
 two seconds at six at once: long enough for the client killed to have copies under way, on a
-machine of any speed. Network namespaces would give each client its own address; the three
-here share the loopback and differ by their host identity (their queue and their records).
+machine of any speed. Each client runs in a network namespace of its own, with its own address
+and interface on a bridge (tests/support/netns.py): the doors are reached at the bridge's
+address, PostgreSQL and Redis through relays, and each client's interface counts its own bytes.
 """
 
 from __future__ import annotations
@@ -20,16 +21,18 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
+from django.conf import settings
 
 from campaigns import runs
 from campaigns.choices import RunState
 from campaigns.models import Run, Transfer
 from campaigns.results.concurrency import in_flight
 from collectors.models import Event, Host
-from devsite.xrootd_server import XRootDServer, throttle_config
+from devsite.xrootd_server import XRootDServer, make_test_ca, throttle_config
 from tests.support.factories import campaign, endpoint, mock_campaign
+from tests.support.netns import ClientNet, client_network, subnet
 from tests.support.processes import PYTHON, ROOT, ManagedProcess
-from tests.support.workers import celery_worker, child_env
+from tests.support.workers import celery_worker, child_env, test_database_url
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -64,17 +67,33 @@ def wait_for(check, timeout: float, what: str, *processes: ManagedProcess):
     raise AssertionError(f"timed out after {timeout} s waiting for {what}\n{logs}")
 
 
-def client_process(name: str, log_dir: Path) -> ManagedProcess:
-    argv = [PYTHON, "manage.py", "client", "--host", name, "--loglevel", "info"]
-    return ManagedProcess(f"client-{name}", argv, child_env(), log_dir, cwd=ROOT).start()
+def on_bridge(url: str, net: ClientNet) -> str:
+    """A URL of this machine as a client namespace reaches it: at the bridge's address."""
+    return url.replace("127.0.0.1", net.bridge_address).replace("localhost", net.bridge_address)
 
 
 @pytest.fixture
-def pool_processes(log_dir):
-    """The three clients and a worker to drive, each a process of its own, all ready."""
+def client_net(log_dir):
+    database, broker = urlsplit(test_database_url()), urlsplit(settings.CELERY_BROKER_URL)
+    with client_network(list(CLIENTS), [database.port or 5432, broker.port or 6379], log_dir) as net:
+        yield net
+
+
+@pytest.fixture
+def pool_processes(log_dir, client_net):
+    """The three clients, each in its namespace, and a worker to drive, all ready."""
     for name in CLIENTS:
-        Host.objects.create(name=name, role="client")
-    clients = {name: client_process(name, log_dir) for name in CLIENTS}
+        Host.objects.create(name=name, role="client", address=client_net.addresses[name])
+    env = child_env(DATABASE_URL=on_bridge(test_database_url(), client_net),
+                    CELERY_BROKER_URL=on_bridge(settings.CELERY_BROKER_URL, client_net))  # fmt: skip
+    clients = {
+        name: ManagedProcess(
+            f"client-{name}",
+            client_net.argv(name, [PYTHON, "manage.py", "client", "--host", name, "--loglevel", "info"]),
+            env, log_dir, cwd=ROOT,
+        ).start()
+        for name in CLIENTS
+    }  # fmt: skip
     processes = [celery_worker(log_dir, name="pool-driver"), *clients.values()]
     try:
         for process in processes:
@@ -86,10 +105,16 @@ def pool_processes(log_dir):
 
 
 @pytest.fixture
-def doors(tmp_path, test_ca):
-    source = XRootDServer("pool-src", tmp_path / "s", workdir=tmp_path / "sr", https=test_ca)
+def bridge_ca(tmp_path):
+    """A CA whose host certificate also names the bridge's address, where the clients reach the doors."""
+    return make_test_ca(tmp_path / "ca", extra_ips=[subnet()[0]])
+
+
+@pytest.fixture
+def doors(tmp_path, bridge_ca):
+    source = XRootDServer("pool-src", tmp_path / "s", workdir=tmp_path / "sr", https=bridge_ca)
     destination = XRootDServer(
-        "pool-dst", tmp_path / "d", workdir=tmp_path / "dr", https=test_ca, extra_config=throttle_config(RATE)
+        "pool-dst", tmp_path / "d", workdir=tmp_path / "dr", https=bridge_ca, extra_config=throttle_config(RATE)
     )
     try:
         yield source.start(), destination.start()
@@ -98,12 +123,14 @@ def doors(tmp_path, test_ca):
         destination.stop()
 
 
-def test_a_run_spread_over_three_clients_survives_one_killed_mid_step(doors, test_ca, pool_processes, client, viewer):
+def test_a_run_spread_over_three_clients_survives_one_killed_mid_step(
+    doors, bridge_ca, client_net, pool_processes, client, viewer
+):
     source, destination = doors
-    creds = {"bearer_token": "storageops-test", "ca_dir": str(test_ca.ca_dir)}
+    creds = {"bearer_token": "storageops-test", "ca_dir": str(bridge_ca.ca_dir)}
     obj = campaign(
-        "pooled", [endpoint("pool-src", source.davs_url_for("/data/"), **creds)],
-        [endpoint("pool-dst", destination.davs_url_for("/data/"), **creds)],
+        "pooled", [endpoint("pool-src", on_bridge(source.davs_url_for("/data/"), client_net), **creds)],
+        [endpoint("pool-dst", on_bridge(destination.davs_url_for("/data/"), client_net), **creds)],
         file_count=FILES, file_size=SIZE, create_sources=True, tpc_mode="streamed", checksum_mode="both",
         concurrency_steps=[CONCURRENCY], timeout=120,
     )  # fmt: skip
@@ -139,7 +166,8 @@ def test_a_run_spread_over_three_clients_survives_one_killed_mid_step(doors, tes
     for name, f in run.summary["clients"].items():
         used = run.summary["client_pool"][name]
         print(f"{name}: {f['files_ok']} files, {f['bytes']} B, part {f['share_bps'] / 1e6:.1f} MB/s, own "
-              f"{f['throughput_bps'] / 1e6:.1f} MB/s, cpu {used['cpu_seconds']} s, lost {used['lost']!r}")  # fmt: skip
+              f"{f['throughput_bps'] / 1e6:.1f} MB/s, cpu {used['cpu_seconds']} s, nic {used.get('nic')}, "
+              f"lost {used['lost']!r}")  # fmt: skip
 
     # Every transfer final exactly once, succeeded, on its first attempt: a lost client's copy
     # is copied again within the same attempt, and its row keeps the lost one in its history.
@@ -176,6 +204,11 @@ def test_a_run_spread_over_three_clients_survives_one_killed_mid_step(doors, tes
     pool = run.summary["client_pool"]
     assert pool[DOOMED]["lost"].startswith("no heartbeat") and not pool["c1"]["lost"] and not pool["c3"]["lost"]
     assert all(pool[name]["cpu_seconds"] > 0 for name in CLIENTS), pool
+    # Each client's own interface carried its copies: streamed, every byte in from the source
+    # and out to the destination (the lost one's counters stop at its last beat).
+    for name in ("c1", "c3"):
+        rx, tx = pool[name]["nic"][client_net.interfaces[name]]
+        assert rx >= figures[name]["bytes"] and tx >= figures[name]["bytes"], (name, rx, tx, figures[name])
 
     # The run page puts the clients beside the doors, the lost one marked.
     client.force_login(viewer)
