@@ -124,6 +124,12 @@ class ClientPoolExecutor:
 
     def _share_out(self, gate: str | None = None) -> None:
         self.share_of = shares.split(self.concurrency, {name: self.weights[name] for name in self.live})
+        for name, share in self.share_of.items():
+            if share == 0:
+                # A client with no share this step never takes a job, so nothing may wait in its
+                # list. Steps end with their jobs started (or given back), so none should; were one
+                # left, the run would wait for it for ever: it goes to the others.
+                self._take_back(name)
         pipe = self.conn.pipeline(transaction=False)
         for name, share in self.share_of.items():
             fields = {"concurrency": share, "step": self.step, "aborts": self.aborts}
@@ -255,10 +261,7 @@ class ClientPoolExecutor:
         self.lost[name] = why
         self.conn.hset(self.keys.control(name), "stop", "1")
         mine = [(pk, job) for pk, (client, job) in self.assigned.items() if client == name]
-        pipe = self.conn.pipeline(transaction=True)
-        pipe.lrange(self.keys.jobs(name), 0, -1)
-        pipe.delete(self.keys.jobs(name))
-        waiting = {channel.decode_job(text).id for text in pipe.execute()[0]}
+        waiting = {job.id for job in self._waiting_in(name)}
         # What it had taken from its list it had begun, or was about to: its last beat may be
         # older than its newest copies, so their start is known only where it said so.
         under_way = [(pk, self.started.get(pk)) for pk, _ in mine if pk not in waiting]
@@ -297,17 +300,22 @@ class ClientPoolExecutor:
     def in_flight(self) -> list[tuple[int, float]]:
         return [(pk, at) for pk, at in self.started.items() if pk in self.assigned]
 
+    def _waiting_in(self, name: str) -> list[CopyJob]:
+        """Empty a client's list at once; the jobs in it were not started."""
+        pipe = self.conn.pipeline(transaction=True)
+        pipe.lrange(self.keys.jobs(name), 0, -1)
+        pipe.delete(self.keys.jobs(name))
+        return [channel.decode_job(text) for text in pipe.execute()[0]]
+
+    def _take_back(self, name: str) -> None:
+        """A client's waiting jobs back to be handed to the others."""
+        jobs = [job for job in self._waiting_in(name) if self.assigned.pop(job.id, None) is not None]
+        self.replan = jobs + self.replan
+
     def give_back_unstarted(self) -> list[CopyJob]:
         back, self.replan = list(self.replan), []
         for name in self.live:
-            pipe = self.conn.pipeline(transaction=True)
-            pipe.lrange(self.keys.jobs(name), 0, -1)
-            pipe.delete(self.keys.jobs(name))
-            raw, _ = pipe.execute()
-            for text in raw:
-                job = channel.decode_job(text)
-                if self.assigned.pop(job.id, None) is not None:
-                    back.append(job)
+            back.extend(job for job in self._waiting_in(name) if self.assigned.pop(job.id, None) is not None)
         return back
 
     def cancel(self, abort_running: bool) -> None:
