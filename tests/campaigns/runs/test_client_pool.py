@@ -292,4 +292,3 @@ def test_a_pool_with_no_client_answering_fails_the_run_saying_why(log_dir):
     assert run.stop_reason.startswith("No client of the pool answered within 3 s (absent1)")
     assert "manage.py client --host NAME" in run.stop_reason
     assert set(Transfer.objects.filter(run=run).values_list("state", flat=True)) <= {"skipped", "queued"}
-
