@@ -163,7 +163,8 @@ def run_summary(run: Run, exclude: list[tuple[datetime, datetime]] | None = None
     left_out = {"transfers": 0, "bytes": 0}
     # The copies' times per step, for the achieved concurrency: read in this pass, not another.
     intervals: concurrency.Intervals = defaultdict(list)
-    by_client: dict[str, Aggregate] = defaultdict(new)
+    spec = RunSpec.of(run)
+    by_client: dict[str, Aggregate] | None = defaultdict(new) if spec.clients else None
     for step, state, size, moved, started, finished, duration, category, src, dst, host in _rows(run):
         if concurrency.ran(state, step, started, finished):
             intervals[step].append((started.timestamp(), finished.timestamp()))
@@ -177,8 +178,8 @@ def run_summary(run: Run, exclude: list[tuple[datetime, datetime]] | None = None
             steps[step].add(*values)
         by_destination[dst].add(*values)
         by_source[src].add(*values)
-        by_client[host].add(*values)
-    spec = RunSpec.of(run)
+        if by_client is not None:
+            by_client[host].add(*values)
     endpoint_names = dict(Endpoint.objects.filter(pk__in={*by_source, *by_destination}).values_list("pk", "name"))
     doors = door_names({*by_source, *by_destination})
     working_side = by_source if spec.door_side == "source" else by_destination
@@ -206,7 +207,7 @@ def run_summary(run: Run, exclude: list[tuple[datetime, datetime]] | None = None
         "backends": {name: agg.as_dict() for name, agg in sorted(per_backend.items())},
         "door_side": spec.door_side,
     }
-    if spec.clients:
+    if by_client is not None:
         summary["clients"] = client_figures(spec, by_client, total)
     if exclude:
         summary["left_out"] = {
@@ -287,22 +288,19 @@ def rolling_mean(values: Iterable[float], n: int) -> list[float]:
 
 def client_rows(summary: dict) -> list[dict]:
     """The clients table of a pooled run: each client's copies beside what its worker used
-    (CPU seconds; bytes through its interfaces, loopback only where it had nothing else) and
-    whether it was lost."""
+    (CPU seconds; bytes in and out through its interfaces, loopback left out) and whether it
+    was lost."""
     pool = summary.get("client_pool") or {}
     rows = []
     for name, figures_of_client in (summary.get("clients") or {}).items():
         used = pool.get(name, {})
-        nic = used.get("nic") or {}
-        outside = [v for iface, v in nic.items() if iface != "lo"]
-        counted = outside if any(rx + tx for rx, tx in outside) else [nic["lo"]] if "lo" in nic else []
+        nic = used.get("nic")
         rows.append(
             {
                 "name": name or "(none)",
                 **figures_of_client,
                 "cpu_seconds": used.get("cpu_seconds"),
-                "nic_bytes": sum(rx + tx for rx, tx in counted) if counted else None,
-                "nic_loopback": bool(counted) and not any(rx + tx for rx, tx in outside),
+                "nic_bytes": sum(rx + tx for rx, tx in nic.values()) if nic is not None else None,
                 "lost": used.get("lost", ""),
                 "weight": used.get("weight"),
             }

@@ -237,7 +237,7 @@ def overlay_series(runs: Sequence[Run], trim: Trim | None = None, x: str = "conc
     """Each run's total throughput over time, in seconds since its start, and its step curve:
     what the comparison page overlays. Trimmed as the table is: the step curve is the trimmed
     step table, and over time the trimmed periods are gaps (None), listed in ``cuts``. ``by``
-    puts the steps against `x` (the concurrency or a swept knob: matrix.across_runs)."""
+    puts the steps against another knob `x` when one is asked for (matrix.across_runs)."""
     trim = trim or Trim()
     out, tables = [], []
     for run in runs:
@@ -260,5 +260,7 @@ def overlay_series(runs: Sequence[Run], trim: Trim | None = None, x: str = "conc
             }
         )
         tables.append((f"{run.campaign.name} #{run.pk}", run.disturbed, RunSpec.of(run), steps))
-    by = {"x": x, "label": sweeps.AXIS_LABELS.get(x, x), "lines": matrix.across_runs(tables, x)}
-    return {"runs": out, "trimmed": trim.active, "by": by}
+    result = {"runs": out, "trimmed": trim.active}
+    if x != "concurrency":  # against the concurrency, each run's `steps` above are the lines
+        result["by"] = {"x": x, "label": sweeps.AXIS_LABELS.get(x, x), "lines": matrix.across_runs(tables, x)}
+    return result

@@ -44,6 +44,11 @@ def drive_token(executor_id: str) -> str:
     return hashlib.sha1(executor_id.encode()).hexdigest()[:12]  # noqa: S324 - a name, not a secret
 
 
+def _usage(state: dict[str, str]) -> dict:
+    """What a client's beat says its worker used: CPU seconds, and bytes per interface."""
+    return {"cpu_seconds": float(state.get("cpu_seconds", 0)), "nic": json.loads(state.get("nic", "{}"))}
+
+
 class ClientPoolExecutor:
     batch_size = 1 << 30
     min_claim = 1
@@ -75,7 +80,7 @@ class ClientPoolExecutor:
     def _join(self) -> None:
         try:
             self.conn = channel.connect()
-            self.conn.set(self.keys.driver, self.executor_id, px=int(channel.DRIVER_SECONDS * 1000))
+            self._driver_beat()
         except (channel.PoolUnavailable, channel.redis.RedisError) as exc:
             raise ExecutorFailed(f"The client pool cannot be reached: {exc}") from exc
         wait = settings.STORAGEOPS_CLIENT_JOIN_SECONDS
@@ -87,7 +92,7 @@ class ClientPoolExecutor:
             )  # fmt: skip
         deadline = time.monotonic() + wait
         while time.monotonic() < deadline and len(self._answering()) < len(self.weights):
-            self.conn.set(self.keys.driver, self.executor_id, px=int(channel.DRIVER_SECONDS * 1000))
+            self._driver_beat()
             time.sleep(0.2)
         self.live = sorted(self._answering())
         silent = [name for name in self.weights if name not in self.live]
@@ -101,6 +106,10 @@ class ClientPoolExecutor:
         if silent:
             self._incident(f"Clients {', '.join(silent)} did not answer within {wait} s; the run goes on with "
                            f"{', '.join(self.live)}")  # fmt: skip
+
+    def _driver_beat(self) -> None:
+        """Say the driver is here: its clients stop DRIVER_SECONDS after the last of these."""
+        self.conn.set(self.keys.driver, self.executor_id, px=int(channel.DRIVER_SECONDS * 1000))
 
     def _answering(self) -> list[str]:
         names = list(self.weights)
@@ -191,7 +200,7 @@ class ClientPoolExecutor:
         mono = time.monotonic()
         if mono - self.last_beat >= 1.0:
             self.last_beat = mono
-            self.conn.set(self.keys.driver, self.executor_id, px=int(channel.DRIVER_SECONDS * 1000))
+            self._driver_beat()
         holding = self.gate_held_since is not None
         if mono - self.last_state >= (HOLD_POLL if holding else channel.BEAT_SECONDS):
             self.last_state = mono
@@ -234,11 +243,10 @@ class ClientPoolExecutor:
             pipe.hgetall(self.keys.state(name))
         replies = pipe.execute()
         for i, name in enumerate(list(self.live)):
-            alive, state = replies[2 * i], {k.decode(): v.decode() for k, v in replies[2 * i + 1].items()}
+            alive, state = replies[2 * i], channel.decoded(replies[2 * i + 1])
             if state:
                 self.states[name] = state
-                self.usage[name] = {"cpu_seconds": float(state.get("cpu_seconds", 0)),
-                                    "nic": json.loads(state.get("nic", "{}"))}  # fmt: skip
+                self.usage[name] = _usage(state)
                 for pk, at in json.loads(state.get("in_flight", "[]")):
                     if self.assigned.get(pk, ("",))[0] == name:
                         self.started.setdefault(pk, at)
@@ -348,11 +356,10 @@ class ClientPoolExecutor:
         waiting = set(self.live)
         while waiting and time.monotonic() < deadline:
             for name in list(waiting):
-                state = self.conn.hgetall(self.keys.state(name))
-                if state.get(b"final") == b"1":
+                state = channel.decoded(self.conn.hgetall(self.keys.state(name)))
+                if state.get("final") == "1":
                     waiting.discard(name)
-                    self.usage[name] = {"cpu_seconds": float(state[b"cpu_seconds"]),
-                                        "nic": json.loads(state.get(b"nic", b"{}"))}  # fmt: skip
+                    self.usage[name] = _usage(state)
             if waiting:
                 time.sleep(0.1)
 

@@ -76,6 +76,11 @@ class Keys:
         return f"{self.base}:c:{client}:state"
 
 
+def decoded(raw: dict[bytes, bytes]) -> dict[str, str]:
+    """A hash as Redis gives it (bytes), as text."""
+    return {k.decode(): v.decode() for k, v in raw.items()}
+
+
 def encode_job(job: CopyJob) -> str:
     data = {k: getattr(job, k) for k in ("id", "index", "source", "destination", "size", "step", "attempt", "checksum")}
     data["options"] = asdict(job.options) if job.options is not None else None

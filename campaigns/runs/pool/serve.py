@@ -15,33 +15,18 @@ import json
 import logging
 import os
 import time
-from pathlib import Path
 
 from campaigns.models import Run
 from campaigns.runs.copy_pool import CopyPool
 from campaigns.runs.executors.copies import DEADLINE_GRACE, build_copier
 from campaigns.runs.pool import channel
 from campaigns.spec import RunSpec
+from collectors.probes.procfs import net_counters
 
 log = logging.getLogger(__name__)
 
 LOOP_WAIT = 0.02  # how long an idle round waits for a result before it asks for work again
 DEADLINE_CHECK_SECONDS = 0.5
-
-
-def nic_bytes(path: Path = Path("/proc/net/dev")) -> dict[str, list[int]]:
-    """Bytes received and sent per interface so far ({} where /proc/net/dev is not there)."""
-    try:
-        lines = path.read_text().splitlines()[2:]
-    except OSError:
-        return {}
-    counters = {}
-    for line in lines:
-        name, _, rest = line.partition(":")
-        fields = rest.split()
-        if len(fields) >= 9:
-            counters[name.strip()] = [int(fields[0]), int(fields[8])]
-    return counters
 
 
 def cpu_seconds() -> float:
@@ -62,7 +47,7 @@ class ClientServer:
         self.gate = ""
         self.aborts = "0"
         self.stopping = False
-        self.cpu0, self.nic0 = cpu_seconds(), nic_bytes()
+        self.cpu0, self.nic0 = cpu_seconds(), net_counters()
         self.copied = 0
         self.last_beat = self.last_deadline = 0.0
         self.driver_seen = time.monotonic()
@@ -100,8 +85,8 @@ class ClientServer:
             self.conn.rpush(self.keys.results, *[channel.encode_result(r, self.client) for r in got])
             self.conn.expire(self.keys.results, channel.KEY_TTL)
 
-    def _obey(self, control: dict) -> None:
-        control = {k.decode(): v.decode() for k, v in control.items()}
+    def _obey(self, raw: dict[bytes, bytes]) -> None:
+        control = channel.decoded(raw)
         if not control:
             return
         share, step = int(control.get("concurrency", 0)), int(control.get("step", -1))
@@ -143,8 +128,8 @@ class ClientServer:
             self.stopping = True
             self.pool.cancel_running()
         nic = {
-            name: [rx - self.nic0.get(name, [0, 0])[0], tx - self.nic0.get(name, [0, 0])[1]]
-            for name, (rx, tx) in nic_bytes().items()
+            name: [rx - self.nic0.get(name, (0, 0))[0], tx - self.nic0.get(name, (0, 0))[1]]
+            for name, (rx, tx) in net_counters().items()
         }
         state = {
             "copying": self.pool.copying(),

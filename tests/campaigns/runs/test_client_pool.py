@@ -16,8 +16,6 @@ address, PostgreSQL and Redis through relays, and each client's interface counts
 from __future__ import annotations
 
 import time
-import zlib
-from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
@@ -29,6 +27,7 @@ from campaigns.models import Run, Transfer
 from campaigns.results.concurrency import in_flight
 from collectors.models import Event, Host
 from devsite.xrootd_server import XRootDServer, make_test_ca, throttle_config
+from tests.campaigns.runs.test_real_transfers import adler32
 from tests.support.factories import campaign, endpoint, mock_campaign
 from tests.support.netns import ClientNet, client_network, subnet
 from tests.support.processes import PYTHON, ROOT, ManagedProcess
@@ -42,14 +41,6 @@ CONCURRENCY = 6
 RATE = 24_000_000
 CLIENTS = ("c1", "c2", "c3")
 DOOMED = "c2"
-
-
-def adler32(path: Path) -> int:
-    value = 1
-    with path.open("rb") as handle:
-        while chunk := handle.read(1 << 20):
-            value = zlib.adler32(chunk, value)
-    return value
 
 
 def most_at_once(rows) -> int:
