@@ -1,6 +1,7 @@
 """The campaigns app's models: definitions (what is tested), records (what happened),
 schedules, and the FTS instances runs are driven through."""
 
+from campaigns.models.buckets import TransferBucket
 from campaigns.models.definitions import (
     Backend,
     Campaign,
@@ -37,6 +38,7 @@ __all__ = [
     "RunChart",
     "RunStep",
     "Transfer",
+    "TransferBucket",
     "default_concurrency_steps",
     "parse_weekdays",
     "validate_absolute_path",

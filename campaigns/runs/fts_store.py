@@ -13,7 +13,7 @@ from django.db import transaction
 from django.db.models import F
 
 from campaigns.choices import TransferState
-from campaigns.models import Run, Transfer
+from campaigns.models import Run, Transfer, buckets
 from campaigns.runs.engines.fts import FileOutcome
 
 _STATE = {"FINISHED": TransferState.SUCCEEDED, "FAILED": TransferState.FAILED, "CANCELED": TransferState.CANCELLED}
@@ -109,6 +109,8 @@ def record_files(run_id: int, outcomes: Sequence[FileOutcome], job_id: str, exec
                 files_skipped=F("files_skipped") + skipped,
                 bytes_done=F("bytes_done") + moved,
             )
+            # After the run's row is locked, as buckets.rebuild locks it first.
+            buckets.add_transfers([row.pk for row in rows])
     return {
         "done": done,
         "failed": failed,

@@ -16,7 +16,7 @@ from django.db.models import Count, F, Min, Q, Sum
 from django.utils import timezone
 
 from campaigns.choices import RETRYABLE_ERRORS, TransferState
-from campaigns.models import Run, Transfer
+from campaigns.models import Run, Transfer, buckets
 from campaigns.runs.engines.base import CopyJob, CopyResult
 from campaigns.runs.planning import PlannedTransfer
 
@@ -28,7 +28,9 @@ _RECORD_SQL = (
     "throughput_bps=%s, error_category=%s, error_code=%s, error_message=%s, source_checksum=%s, "
     "destination_checksum=%s, copy_mode=%s, transfer_host=%s WHERE id=%s AND executor=%s AND state='active'"
 )
-_RECORD_SQL_PG = (
+# The whole batch in one statement, a column a parameter, as arrays; the rows it made final are
+# added to their time buckets by the same statement (buckets.insert_sql reads them as "upd").
+_RECORD_UPDATE_PG = (
     "UPDATE " + _TABLE + " AS t SET state=v.state, started_at=v.started_at, finished_at=v.finished_at, "  # noqa: S608
     "duration=v.duration, bytes_transferred=v.moved, throughput_bps=v.throughput, error_category=v.category, "
     "error_code=v.code, error_message=v.message, source_checksum=v.src_sum, destination_checksum=v.dst_sum, "
@@ -36,8 +38,9 @@ _RECORD_SQL_PG = (
     "%s::float8[], %s::bigint[], %s::float8[], %s::text[], %s::integer[], %s::text[], %s::text[], %s::text[], "
     "%s::text[], %s::text[], %s::bigint[], %s::text[]) AS v(state, started_at, finished_at, duration, moved, "
     "throughput, category, code, message, src_sum, dst_sum, mode, host, id, executor) "
-    "WHERE t.id = v.id AND t.executor = v.executor AND t.state = 'active'"
+    "WHERE t.id = v.id AND t.executor = v.executor AND t.state = 'active' RETURNING t.*"
 )
+_RECORD_SQL_PG = f"WITH upd AS ({_RECORD_UPDATE_PG}) {buckets.insert_sql('upd')}"
 # Claim the next queued rows in plan order and mark them active in one round trip; a failed
 # attempt waiting for its retry is not due before its retry_at.
 _CLAIM_SQL = (
@@ -182,7 +185,7 @@ def record(
     Returns the counter deltas.
     """
     done = failed = skipped = moved = requeued = 0
-    rows, retrying = [], []
+    rows, retrying, final = [], [], []
     for r in results:
         retry = not r.ok and r.category in RETRYABLE_ERRORS and r.job.attempt <= retries
         if r.ok:
@@ -200,6 +203,8 @@ def record(
         else:
             state = TransferState.FAILED
             failed += 1
+        if not retry:
+            final.append(r.job.id)
         throughput = (r.bytes / r.duration) if r.ok and r.duration > 0 else None
         rows.append(
             (
@@ -221,14 +226,8 @@ def record(
             )
         )
     with transaction.atomic():
-        with connection.cursor() as cursor:
-            if connection.vendor == "postgresql":
-                # One statement for the whole batch: a column a parameter, as arrays.
-                cursor.execute(_RECORD_SQL_PG, [list(column) for column in zip(*rows, strict=True)])
-            else:
-                cursor.executemany(_RECORD_SQL, rows)
-        if retrying:
-            _keep_attempts(retrying, executor)
+        # The run's row first, as buckets.rebuild locks it first: a rebuild and a record wait
+        # for each other instead of each holding what the other needs.
         if done or failed or skipped:
             Run.objects.filter(pk=run_id).update(
                 files_done=F("files_done") + done,
@@ -236,6 +235,16 @@ def record(
                 files_skipped=F("files_skipped") + skipped,
                 bytes_done=F("bytes_done") + moved,
             )
+        with connection.cursor() as cursor:
+            if connection.vendor == "postgresql":
+                cursor.execute(_RECORD_SQL_PG, [list(column) for column in zip(*rows, strict=True)])
+            else:
+                cursor.executemany(_RECORD_SQL, rows)
+        if connection.vendor != "postgresql":  # the embedded site: its rows, read back
+            ours = Transfer.objects.filter(id__in=final, executor=executor)
+            buckets.add_transfers(list(ours.values_list("id", flat=True)))
+        if retrying:
+            _keep_attempts(retrying, executor)
     return {"done": done, "failed": failed, "skipped": skipped, "bytes": moved, "requeued": requeued}
 
 
@@ -327,15 +336,19 @@ def requeue_orphans(run_id: int) -> int:
 
 
 def close_remaining(run_id: int, state: str, reason: str) -> int:
-    """Give every transfer not yet final its one final state (skipped or cancelled)."""
+    """Give every transfer not yet final its one final state (skipped or cancelled); copies
+    cancelled under way ran until now, and join their buckets."""
     with transaction.atomic():
-        count = Transfer.objects.filter(run_id=run_id, state__in=[TransferState.QUEUED, TransferState.ACTIVE]).update(
+        remaining = Transfer.objects.filter(run_id=run_id, state__in=[TransferState.QUEUED, TransferState.ACTIVE])
+        under_way = list(remaining.filter(started_at__isnull=False).values_list("id", flat=True))
+        count = remaining.update(
             state=state,
             error_category="cancelled" if state == TransferState.CANCELLED else "",
             error_message=reason,
             finished_at=timezone.now(),
         )
         Run.objects.filter(pk=run_id).update(files_skipped=F("files_skipped") + count)
+        buckets.add_transfers(under_way)
     return count
 
 
