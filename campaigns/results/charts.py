@@ -12,12 +12,11 @@ from __future__ import annotations
 from collections import defaultdict
 from datetime import timedelta
 
-from django.db import connection, transaction
-from django.db.models import Count, Min
+from django.db.models import Count, Min, Sum
 
 from campaigns.choices import TransferState
-from campaigns.models import Run, RunChart, Transfer
-from campaigns.results import analysis, disturbance
+from campaigns.models import Run, RunChart, Transfer, TransferBucket
+from campaigns.results import analysis, bucketed, disturbance
 from campaigns.results.scope import run_scope, run_window
 from campaigns.spec import RunSpec
 from collectors.choices import DISTURBING_KINDS
@@ -27,66 +26,6 @@ from storageops.buckets import bucket_seconds
 ROLLING_BUCKETS = 5
 SCATTER_POINTS = 1500
 
-# Each copy's bytes are spread evenly over its own duration, and its busy time over the
-# buckets it overlaps: the busy seconds of a bucket over its width are the mean number of
-# copies in flight. A failure counts in the bucket where it ended.
-_TIMELINE_SQL = """
-SELECT door, k,
-       sum(CASE WHEN state = 'succeeded' THEN
-             coalesce(b, 0) * CASE WHEN e - s > 1e-6
-                                   THEN greatest(least(e, (k + 1) * %(w)s) - greatest(s, k * %(w)s), 0) / (e - s)
-                                   ELSE 1 END
-           ELSE 0 END) AS moved,
-       sum(greatest(least(e, (k + 1) * %(w)s) - greatest(s, k * %(w)s), 0)) AS busy,
-       sum(CASE WHEN state = 'failed' AND k = floor(e / %(w)s) THEN 1 ELSE 0 END) AS failures
-FROM (
-    SELECT {door} AS door, state, bytes_transferred AS b,
-           extract(epoch FROM started_at)::float8 AS s, extract(epoch FROM finished_at)::float8 AS e
-    FROM campaigns_transfer
-    WHERE run_id = %(run)s AND state IN ('succeeded', 'failed')
-      AND started_at IS NOT NULL AND finished_at IS NOT NULL
-) t CROSS JOIN LATERAL generate_series(floor(s / %(w)s)::bigint, floor(e / %(w)s)::bigint) AS k
-GROUP BY door, k
-"""
-
-
-def timeline_rows(run: Run, width: int) -> list[tuple[int, int, float, float, int]]:
-    """(door endpoint id, bucket, bytes, busy seconds, failures) per door and bucket."""
-    door = f"{RunSpec.of(run).door_side}_endpoint_id"
-    if connection.vendor == "postgresql":
-        with transaction.atomic(), connection.cursor() as cursor:
-            # generate_series with row-dependent bounds is estimated at 1,000 rows a copy, so
-            # the planner expects billions of rows and JIT-compiles the query: seconds spent
-            # compiling for one pass over a few hundred thousand rows.
-            cursor.execute("SET LOCAL jit = off")
-            cursor.execute(_TIMELINE_SQL.format(door=door), {"run": run.pk, "w": float(width)})
-            return [(d, int(k), float(m or 0), float(b or 0), int(f or 0)) for d, k, m, b, f in cursor.fetchall()]
-    return timeline_rows_python(run, width)
-
-
-def timeline_rows_python(run: Run, width: int) -> list[tuple[int, int, float, float, int]]:
-    """The same figures row by row: for SQLite, and the reference the SQL is tested against."""
-    acc: dict[tuple[int, int], list[float]] = defaultdict(lambda: [0.0, 0.0, 0])
-    door_field = f"{RunSpec.of(run).door_side}_endpoint_id"
-    rows = (
-        Transfer.objects.filter(run=run, state__in=[TransferState.SUCCEEDED, TransferState.FAILED])
-        .exclude(started_at=None)
-        .exclude(finished_at=None)
-        .values_list(door_field, "state", "bytes_transferred", "started_at", "finished_at")
-    )
-    for door, state, moved, started, finished in rows.iterator(chunk_size=20000):
-        s, e = started.timestamp(), finished.timestamp()
-        last = int(e // width)
-        for k in range(int(s // width), last + 1):
-            overlap = max(min(e, (k + 1) * width) - max(s, k * width), 0.0)
-            cell = acc[(door, k)]
-            if state == TransferState.SUCCEEDED:
-                cell[0] += (moved or 0) * (overlap / (e - s) if e - s > 1e-6 else 1)
-            cell[1] += overlap
-            if state == TransferState.FAILED and k == last:
-                cell[2] += 1
-    return [(d, k, v[0], v[1], int(v[2])) for (d, k), v in acc.items()]
-
 
 def compute_timeline(run: Run) -> dict:
     """Throughput per door and in total (with its rolling mean), copies in flight and
@@ -95,7 +34,7 @@ def compute_timeline(run: Run) -> dict:
     if window is None:
         return {"bucket_seconds": None, "times": [], "doors": {}, "total": [], "rolling": [], "active": []}
     width = bucket_seconds((window[1] - window[0]).total_seconds())
-    rows = timeline_rows(run, width)
+    rows = bucketed.timeline_rows(run, width)
     if not rows:
         return {"bucket_seconds": width, "times": [], "doors": {}, "total": [], "rolling": [], "active": []}
     first, last = min(r[1] for r in rows), max(r[1] for r in rows)
@@ -129,14 +68,15 @@ def store_timeline(run: Run) -> RunChart:
 
 
 def error_mix(run: Run) -> list[dict]:
-    """Failures per category, most frequent first (the partial index on failed rows serves it)."""
+    """Failures per category, most frequent first: summed from the run's minute buckets."""
+    bucketed.ensure(run)
     rows = (
-        Transfer.objects.filter(run=run, state=TransferState.FAILED)
-        .values("error_category")
-        .annotate(count=Count("pk"))
-        .order_by("-count", "error_category")
+        TransferBucket.objects.filter(run=run, width=60, files_failed__gt=0)
+        .values("category")
+        .annotate(count=Sum("files_failed"))
+        .order_by("-count", "category")
     )
-    return [{"category": r["error_category"] or "other", "count": r["count"]} for r in rows]
+    return [{"category": r["category"] or "other", "count": r["count"]} for r in rows]
 
 
 def error_messages(run: Run, category: str, limit: int = 20) -> list[dict]:

@@ -10,12 +10,10 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from django.core.exceptions import ValidationError
-from django.db.models import Q
 
 from campaigns import sweeps
 from campaigns.models import Run
-from campaigns.results import disturbance, grouped, matrix, readers
-from campaigns.results.analysis import door_names
+from campaigns.results import bucketed, disturbance, matrix, readers
 from campaigns.results.parameters import parameters
 from campaigns.results.scope import run_window
 from campaigns.spec import RunSpec
@@ -70,38 +68,27 @@ def latest_per_backend(campaign_id: int) -> list[Run]:
 
 
 def trimmed_summary(run: Run, trim: Trim) -> dict:
-    """The run's total, step, door and error figures with the trimmed copies and minutes left
-    out, by aggregate SQL over its rows (a copy is left out if it overlaps a cut)."""
+    """The run's total, step, door and error figures with the trimmed minutes left out, read from
+    its time buckets (campaigns.results.bucketed: the cuts are widened to whole buckets, and what
+    is kept is the bytes moved and the copies ended between them)."""
     window = run_window(run)
     if window is None:
         return {"total": {}, "steps": [], "doors": {}, "left_out": {}}
-    start = window[0] + timedelta(seconds=trim.warmup_seconds)
-    end = window[1] - timedelta(seconds=trim.tail_seconds)
+    if not trim.active:
+        return bucketed.tables(run)
+    width = bucketed.trim_width(run, (window[1] - window[0]).total_seconds())
+    # No warm-up (tail) cut: no bound at the start (end), or the run's partial first bucket would go.
+    start = window[0].timestamp() + trim.warmup_seconds if trim.warmup_seconds else -math.inf
+    end = window[1].timestamp() - trim.tail_seconds if trim.tail_seconds else math.inf
     excluded = []
     if trim.event_margin_seconds is not None:
         excluded = disturbance.excluded_windows(run, timedelta(seconds=trim.event_margin_seconds))
-    keep = Q(started_at__gte=start, finished_at__lte=end)
-    for lo, hi in excluded:
-        keep &= ~Q(started_at__lte=hi, finished_at__gte=lo)
-    side = f"{RunSpec.of(run).door_side}_endpoint"
-    # One pass over the run's rows, merged below into the total, the steps and the doors.
-    groups = grouped.groups(run, ("step", side), keep)
-    total = grouped.merged(groups, excluded)
-    endpoint_ids = {g[side] for g in groups}
-    names = door_names(endpoint_ids)
-    doors = {names.get(e, str(e)): grouped.merged((g for g in groups if g[side] == e), excluded) for e in endpoint_ids}
-    # Percentiles would need every kept duration: a trimmed comparison shows throughput and
-    # success rate, and leaves p50/p95 to the untrimmed figures.
-    return {
-        "total": {**total, "duration_p50": None, "duration_p95": None},
-        "steps": grouped.step_table(run, groups, excluded),
-        "doors": dict(sorted(doors.items())),
-        "left_out": {
-            "transfers": sum(g["n_all"] for g in groups) - (total["files_ok"] + total["files_failed"]),
-            "bytes": sum(g["moved_all"] or 0 for g in groups) - total["bytes"],
-            "windows": [[lo.isoformat(), hi.isoformat()] for lo, hi in excluded],
-        },
-    }
+    epochs = [(lo.timestamp(), hi.timestamp()) for lo, hi in excluded]
+    cut = bucketed.widened(width, epochs)
+    summary = bucketed.tables(run, width, bucketed.kept(width, start, end, epochs), cut)
+    summary["left_out"]["windows"] = [[lo.isoformat(), hi.isoformat()] for lo, hi in cut]
+    summary["left_out"]["bucket_seconds"] = width
+    return summary
 
 
 def figures(run: Run, trim: Trim | None = None) -> dict:

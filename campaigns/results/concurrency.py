@@ -67,12 +67,21 @@ def intervals_of(run: Run) -> Intervals:
     return intervals
 
 
-def with_achieved(run: Run, steps: list[dict], intervals: Intervals | None = None) -> list[dict]:
+def with_achieved(
+    run: Run,
+    steps: list[dict],
+    intervals: Intervals | None = None,
+    achieved: dict[int, tuple[float | None, int | None]] | None = None,
+) -> list[dict]:
     """The step rows with their achieved concurrency, and a flag where it is off target.
-    `intervals`: the copies' times when the caller already read the rows, else read here."""
-    intervals = intervals_of(run) if intervals is None else intervals
+    `intervals`: the copies' times when the caller already read the rows; `achieved`: the
+    (mean, peak) per step when the caller has them without the rows (a peak of None: unknown);
+    else the rows are read here."""
+    if achieved is None:
+        intervals = intervals_of(run) if intervals is None else intervals
+        achieved = {row["step"]: in_flight(intervals.get(row["step"], ())) for row in steps}
     for row in steps:
-        mean, peak = in_flight(intervals.get(row["step"], ()))
+        mean, peak = achieved.get(row["step"], (None, 0))
         row["achieved_mean"] = round(mean, 3) if mean is not None else None
         row["achieved_max"] = peak
         target = row.get("concurrency")

@@ -17,7 +17,7 @@ from django.db.models import Avg
 from django.utils import timezone
 
 from campaigns.models import Run, RunChart, Transfer
-from campaigns.results import analysis, charts, grouped, verdicts
+from campaigns.results import bucketed, charts, verdicts
 from campaigns.results.scope import run_hosts
 from collectors.models import MetricSample
 
@@ -45,17 +45,15 @@ def oldest_in_flight(run: Run, limit: int = 10) -> list[Transfer]:
 
 
 def summary(run: Run) -> dict:
-    """The stored summary, or one computed now row by row (percentiles included)."""
+    """The stored summary, or one read now from the run's buckets (without percentiles)."""
     kept = stored(run)
-    return kept if kept is not None else analysis.run_summary(run)
+    return kept if kept is not None else _shared_while_live(run, "summary", bucketed.tables)
 
 
 def steps(run: Run) -> list[dict]:
-    """The step table: stored, or aggregated by the database (without percentiles)."""
+    """The step table: stored, or read from the run's buckets (without percentiles)."""
     kept = stored(run)
-    if kept is not None:
-        return kept["steps"]
-    return _shared_while_live(run, "steps", lambda r: grouped.step_table(r, grouped.groups(r, ("step",))))
+    return kept["steps"] if kept is not None else summary(run)["steps"]
 
 
 def timeline(run: Run) -> dict:
@@ -94,9 +92,9 @@ def verdict(run: Run, *, recompute: bool = False) -> dict | None:
 
 
 def _shared_while_live(run: Run, name: str, compute: Callable[[Run], Any]) -> Any:
-    """A live run's figures are aggregated from its rows, which costs seconds at a few hundred
-    thousand copies: every viewer of the same run is answered from one computation for a
-    few seconds (in this process' cache; a finished run's figures are stored instead)."""
+    """A live run's figures are read from its buckets: tens of milliseconds, but each viewer of
+    a page polls several charts. Every viewer of the same run is answered from one reading for a
+    few seconds (in the cache; a finished run's figures are stored instead)."""
     key = f"storageops:run:{run.pk}:{name}"
     data = cache.get(key)
     if data is None:

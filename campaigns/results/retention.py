@@ -18,7 +18,7 @@ from django.db.models import Min, Q
 from django.utils import timezone
 
 from campaigns.choices import ACTIVE_RUN_STATES, FINAL_RUN_STATES
-from campaigns.models import Run, Transfer
+from campaigns.models import Run, Transfer, TransferBucket
 from campaigns.results import analysis, readers
 from campaigns.results.finalize import add
 from collectors.retention import roll_up_samples
@@ -47,6 +47,9 @@ def delete_transfers(run: Run, batch: int) -> int:
         if not ids:
             break
         deleted += Transfer.objects.filter(pk__in=ids).delete()[0]
+    # The minute buckets stay, for trimmed comparisons of the run; the second ones (sixty times
+    # as many rows) go with the rows.
+    TransferBucket.objects.filter(run=run, width=1).delete()
     add(run, "archived", {**run.summary.get("archived", {}), "transfers_deleted": deleted})
     return deleted
 

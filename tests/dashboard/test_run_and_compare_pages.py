@@ -3,14 +3,15 @@ trimming, host and event pages, and the query counts of the list pages."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+import math
+from datetime import UTC, datetime
 
 import pytest
 from django.utils.html import escape
 
 from campaigns import runs
 from campaigns.models import Run, RunChart, Transfer
-from campaigns.results import analysis, comparison, disturbance
+from campaigns.results import comparison
 from campaigns.runs.lifecycle import RunDriver
 from collectors.events import log_event
 from collectors.models import Event, Host
@@ -134,34 +135,59 @@ def test_comparison_refuses_bad_selections(client, viewer, query, message):
     assert message in response.content.decode()
 
 
-def test_trimming_leaves_out_warmup_and_event_minutes(two_runs):
-    run = two_runs[0]
+def _kept_by_rows(run: Run, keep) -> dict:
+    """The trimmed figures the documented way, row by row: the copies that ended in a kept
+    second, and each successful copy's bytes spread over its duration, counted in kept seconds."""
+    ok = moved = 0.0
+    for state, size, started, finished in Transfer.objects.filter(run=run).values_list(
+        "state", "bytes_transferred", "started_at", "finished_at"
+    ):
+        s, e = started.timestamp(), finished.timestamp()
+        if state == "succeeded" and keep(math.floor(e)):
+            ok += 1
+        if state == "succeeded":
+            seconds = range(math.floor(s), math.floor(e) + 1)
+            moved += sum(size * (min(e, k + 1) - max(s, k)) / (e - s) for k in seconds if keep(k))
+    return {"files_ok": ok, "bytes": moved}
+
+
+def test_trimming_cuts_whole_seconds_from_the_buckets():
+    # Copies of 1 s (the mock plugin's time is whole seconds), two and then four at a time: a
+    # run of about 6 s, so second-wide cuts matter.
+    run = drive(mock_campaign("trim", dst_query="time=1", file_count=16, concurrency_steps=[2, 4], step_files=8))
     untrimmed = comparison.trimmed_summary(run, comparison.Trim())
-    assert untrimmed["total"]["files_ok"] == 40
-    # The SQL figures agree with the stored Python summary when nothing is trimmed.
-    assert untrimmed["total"]["throughput_bps"] == pytest.approx(run.summary["total"]["throughput_bps"], rel=1e-6)
-    assert [s["files_ok"] for s in untrimmed["steps"]] == [20, 20]
-    # Mock copies are quick and bunched: cut at the 21st copy's start rather than at a fraction
-    # of the run's length.
-    starts = sorted(Transfer.objects.filter(run=run).values_list("started_at", flat=True))
-    warmup = (starts[20] - run.started_at).total_seconds()
-    trimmed = comparison.trimmed_summary(run, comparison.Trim(warmup_seconds=warmup))
-    assert trimmed["total"]["files_ok"] == 20
-    assert trimmed["left_out"]["transfers"] == 20
-    # A restart during a copy: the copies around it are left out, and so is the time around it.
-    margin = 0.002
-    log_event("service_restart", "door restarted", source="collector", time=starts[30])
-    around = comparison.trimmed_summary(run, comparison.Trim(event_margin_seconds=margin))
-    assert around["total"]["files_ok"] < 40 and around["left_out"]["windows"]
-    assert around["total"]["window_seconds"] < untrimmed["total"]["window_seconds"]
-    # The same cut made row by row by the analysis the driver uses gives the same figures.
-    windows = disturbance.excluded_windows(run, timedelta(seconds=margin))
-    reference = analysis.run_summary(run, exclude=windows)
+    # Nothing trimmed, the buckets give the stored summary's figures (read from the rows).
     for key in ("files_ok", "files_failed", "bytes", "window_seconds"):
-        assert around["total"][key] == pytest.approx(reference["total"][key], abs=1e-3), key
-    assert around["total"]["throughput_bps"] == pytest.approx(reference["total"]["throughput_bps"], rel=1e-6)
-    assert [s["files_ok"] for s in around["steps"]] == [s["files_ok"] for s in reference["steps"]]
-    assert around["left_out"]["transfers"] == reference["left_out"]["transfers"]
+        assert untrimmed["total"][key] == pytest.approx(run.summary["total"][key], abs=1e-3), key
+    assert untrimmed["total"]["throughput_bps"] == pytest.approx(run.summary["total"]["throughput_bps"], rel=1e-6)
+    assert [s["files_ok"] for s in untrimmed["steps"]] == [8, 8]
+    for mine, stored in zip(untrimmed["steps"], run.summary["steps"], strict=True):
+        assert mine["achieved_mean"] == pytest.approx(stored["achieved_mean"], abs=1e-3)
+        assert mine["window_seconds"] == pytest.approx(stored["window_seconds"], abs=1e-3)
+    # A warm-up of 1.5 s keeps the seconds from the first whole one after it.
+    t0 = run.started_at.timestamp()
+    trimmed = comparison.trimmed_summary(run, comparison.Trim(warmup_seconds=1.5))
+    first_kept = math.ceil(t0 + 1.5)
+    expected = _kept_by_rows(run, lambda k: k >= first_kept)
+    assert 0 < trimmed["total"]["files_ok"] == expected["files_ok"] < 16
+    assert trimmed["total"]["bytes"] == pytest.approx(expected["bytes"], abs=1)
+    assert trimmed["left_out"]["transfers"] == 16 - expected["files_ok"]
+    assert trimmed["left_out"]["bucket_seconds"] == 1
+    # A restart mid-run: the seconds its margin touches are cut, and their time too.
+    starts = sorted(Transfer.objects.filter(run=run).values_list("started_at", flat=True))
+    at = starts[8]
+    log_event("service_restart", "door restarted", source="collector", time=at)
+    around = comparison.trimmed_summary(run, comparison.Trim(event_margin_seconds=0.3))
+    lo, hi = math.floor(at.timestamp() - 0.3), math.ceil(at.timestamp() + 0.3)
+    expected = _kept_by_rows(run, lambda k: not lo <= k < hi)
+    assert around["total"]["files_ok"] == expected["files_ok"] < 16
+    assert around["total"]["bytes"] == pytest.approx(expected["bytes"], abs=1)
+    [window] = around["left_out"]["windows"]
+    assert window == [datetime.fromtimestamp(lo, tz=UTC).isoformat(), datetime.fromtimestamp(hi, tz=UTC).isoformat()]
+    ends = [t.timestamp() for t in Transfer.objects.filter(run=run).values_list("finished_at", flat=True)]
+    span = max(ends) - min(s.timestamp() for s in starts)
+    cut = max(min(hi, max(ends)) - max(lo, min(s.timestamp() for s in starts)), 0)
+    assert around["total"]["window_seconds"] == pytest.approx(span - cut, abs=1e-3)
 
 
 def test_latest_run_of_each_backend(client, viewer):
@@ -255,16 +281,18 @@ def test_a_partial_run_is_amber_with_its_counts_and_operators_can_retry_it(
 
 
 def test_every_comparison_chart_is_trimmed_as_the_table(client, viewer, two_runs):
-    run = two_runs[0]
+    # Copies of 1 s, four one at a time then four together: a trim cuts whole seconds, so the
+    # first step's copies end before the first kept second and the second step's inside it.
+    run = drive(mock_campaign("cmp-slow", dst_query="time=1", file_count=8, concurrency_steps=[1, 4], step_files=4))
     starts = sorted(Transfer.objects.filter(run=run).values_list("started_at", flat=True))
-    warmup = round((starts[20] - run.started_at).total_seconds(), 3)  # the first step left out
-    # Mock copies end within a second, one chart bucket: give the first run a stored timeline of
-    # ten one-second points, so that the over-time gap has points on both sides of the cut.
+    warmup = round((starts[4] - run.started_at).total_seconds(), 3)  # the first step left out
+    # Give the run a stored timeline of ten one-second points, so that the over-time gap has
+    # points on both sides of the cut.
     origin = run.started_at.timestamp() * 1000
     chart = RunChart.objects.get(run=run)
     chart.data = {**chart.data, "times": [origin + 1000 * k - 500 for k in range(10)], "total": [1e6] * 10}
     chart.save()
-    ids = f"{two_runs[0].pk},{two_runs[1].pk}"
+    ids = f"{run.pk},{two_runs[1].pk}"
     client.force_login(viewer)
     page = client.get("/campaigns/compare/", {"runs": ids, "warmup": warmup})
     html = page.content.decode()

@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 
 from campaigns import runs
-from campaigns.models import Run, RunChart
+from campaigns.models import Run, RunChart, Transfer, TransferBucket, buckets
 from campaigns.results import charts, readers
 from campaigns.runs.lifecycle import RunDriver
 from collectors.events import log_event
@@ -28,15 +28,38 @@ def finished_run() -> Run:
     return run
 
 
-def test_sql_timeline_matches_the_row_by_row_reference(finished_run):
-    width = 1
-    sql = sorted(charts.timeline_rows(finished_run, width))
-    python = sorted(charts.timeline_rows_python(finished_run, width))
-    assert [(d, k) for d, k, *_ in sql] == [(d, k) for d, k, *_ in python]
-    for a, b in zip(sql, python, strict=True):
-        assert a[2] == pytest.approx(b[2], rel=1e-9, abs=1e-6)
-        assert a[3] == pytest.approx(b[3], rel=1e-9, abs=1e-6)
-        assert a[4] == b[4]
+def _stored_buckets(run: Run) -> dict[tuple, list[float]]:
+    rows = TransferBucket.objects.filter(run=run).values_list(
+        "run_id", "width", "k", "step", "source_endpoint_id", "destination_endpoint_id", "category", "files_ok",
+        "files_failed", "files_cancelled", "moved", "busy", "duration_sum", "first_start", "last_end",
+    )  # fmt: skip
+    return {tuple(r[:7]): list(r[7:]) for r in rows}
+
+
+def _assert_same_buckets(stored: dict, reference: dict) -> None:
+    assert sorted(stored) == sorted(reference)
+    for key, values in stored.items():
+        assert values[:3] == reference[key][:3], key  # counts: exact
+        assert values[3:] == pytest.approx(reference[key][3:], rel=1e-9, abs=1e-6), key
+
+
+def test_buckets_written_with_the_records_match_the_rows(finished_run):
+    """The buckets the driver's record statements wrote, flush by flush, hold what the final
+    rows give when each is spread row by row (buckets.contributions, the Python reference)."""
+    rows = Transfer.objects.filter(run=finished_run).values_list(*buckets._ROW_FIELDS)
+    reference = buckets.contributions(rows)
+    stored = _stored_buckets(finished_run)
+    assert {key[1] for key in stored} == {1, 60}
+    _assert_same_buckets(stored, reference)
+    # The copies and their failures come back exactly, once per width.
+    for width in (1, 60):
+        mine = [v for key, v in stored.items() if key[1] == width]
+        assert sum(v[0] for v in mine) == finished_run.files_done
+        assert sum(v[1] for v in mine) == finished_run.files_failed
+        assert sum(v[3] for v in mine) == pytest.approx(finished_run.bytes_done, rel=1e-9)
+    # Rebuilt from the rows (a run recorded before buckets were written), the same again.
+    buckets.rebuild(finished_run.pk)
+    _assert_same_buckets(_stored_buckets(finished_run), reference)
 
 
 def test_timeline_is_stored_at_the_end_and_adds_up_to_the_bytes_moved(finished_run):

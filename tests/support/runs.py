@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 from campaigns import runs
 from campaigns.choices import RunState
-from campaigns.models import Campaign, Run, RunStep, Transfer
+from campaigns.models import Campaign, Run, RunStep, Transfer, buckets
 from campaigns.runs.cleanup import run_folders
 from campaigns.runs.lifecycle import RunDriver
 from tests.support.factories import mock_campaign
@@ -42,4 +42,6 @@ def running_run(name: str = "fin") -> Run:
             duration=seconds, bytes_transferred=1_000_000 if state == "succeeded" else 0,
             error_category="" if state == "succeeded" else "checksum_timeout",
         )  # fmt: skip
+    # What the recorder does with each copy it makes final: add it to the run's time buckets.
+    buckets.add_transfers(list(run.transfers.values_list("id", flat=True)))
     return Run.objects.get(pk=run.pk)
