@@ -236,6 +236,31 @@ class RunSerializer(BaseModelSerializer):
         read_only_fields = fields
 
 
+# What a list leaves out of each run: a run's frozen snapshot and its results (steps, doors,
+# verdict, judgement) are tens of kilobytes, and a page of 100 of them megabytes of JSON.
+LIST_OMITS = ("snapshot", "versions", "summary", "verdict", "judgement")
+
+
+class RunListSerializer(RunSerializer):
+    """A run as a list shows it: its state, counters and the headlines of its verdict and
+    judgement (read from the database by the list's query); the rest at GET runs/{id}/."""
+
+    verdict_status = serializers.CharField(read_only=True, allow_null=True)
+    verdict_headline = serializers.CharField(read_only=True, allow_null=True)
+    judgement_status = serializers.CharField(read_only=True, allow_null=True)
+    judgement_headline = serializers.CharField(read_only=True, allow_null=True)
+
+    class Meta(RunSerializer.Meta):
+        fields = [
+            *(f for f in RunSerializer.Meta.fields if f not in LIST_OMITS),
+            "verdict_status",
+            "verdict_headline",
+            "judgement_status",
+            "judgement_headline",
+        ]
+        read_only_fields = fields
+
+
 class ReadinessCheckSerializer(BaseModelSerializer):
     """A readiness check: POST {endpoint, peer} queues one; GET follows its steps."""
 

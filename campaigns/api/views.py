@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.core.exceptions import ValidationError
+from django.db.models.fields.json import KT
 from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -14,12 +15,14 @@ from rest_framework.views import APIView
 
 from campaigns import editing, readiness, runs
 from campaigns.api.serializers import (
+    LIST_OMITS,
     BackendSerializer,
     CampaignScheduleSerializer,
     CampaignSerializer,
     EndpointSerializer,
     FtsInstanceSerializer,
     ReadinessCheckSerializer,
+    RunListSerializer,
     RunSerializer,
     TransferSerializer,
 )
@@ -106,6 +109,8 @@ class CampaignScheduleViewSet(BaseViewSet):
 
 
 class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    """Runs: the list gives each run's state, counters and headlines; one run gives everything."""
+
     queryset = Run.objects.select_related("campaign").prefetch_related("retries")
     serializer_class = RunSerializer
     permission_classes = [RolePermission]
@@ -115,6 +120,26 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         "cleanup": ["campaigns.start_run"],
         "retry_failed": ["campaigns.start_run"],
     }
+
+    def get_serializer_class(self):
+        return RunListSerializer if self.action == "list" else RunSerializer
+
+    def get_queryset(self):
+        if self.action != "list":
+            return super().get_queryset()
+        # The big JSON columns stay in the database; the few keys a list shows come out of them there.
+        return (
+            super()
+            .get_queryset()
+            .defer(*(f for f in LIST_OMITS if f in ("snapshot", "versions", "summary")))
+            .annotate(
+                verdict_status=KT("summary__verdict__status"),
+                verdict_headline=KT("summary__verdict__headline"),
+                judgement_status=KT("summary__judgement__status"),
+                judgement_headline=KT("summary__judgement__headline"),
+                transfers_deleted=KT("summary__archived__transfers_deleted"),
+            )
+        )
 
     @extend_schema(request=None, responses={202: RunSerializer})
     @action(detail=True, methods=["post"])

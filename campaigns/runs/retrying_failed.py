@@ -39,11 +39,19 @@ def refusal(run: Run) -> str | None:
     retries = sorted(r.pk for r in run.retries.all())  # all(): a list view prefetches them
     if retries:
         return f"Run #{run.pk} was already retried by run #{retries[0]}: retry that run instead."
-    if (run.summary or {}).get("archived", {}).get("transfers_deleted"):
+    if _transfers_deleted(run):
         return f"Run #{run.pk}'s transfers were deleted by retention: which ones failed is no longer known."
     if run.files_done >= run.planned_files:
         return f"Run #{run.pk} has nothing to retry: all its {run.planned_files} planned transfers succeeded."
     return None
+
+
+def _transfers_deleted(run: Run) -> bool:
+    """Whether retention deleted the run's rows. A list of runs leaves the summary in the
+    database and reads only this key of it (the API's transfers_deleted annotation)."""
+    if "summary" in run.get_deferred_fields():
+        return getattr(run, "transfers_deleted", None) not in (None, "", "0", "false")  # JSON as text
+    return bool((run.summary or {}).get("archived", {}).get("transfers_deleted"))
 
 
 def retryable_count(run: Run) -> int:

@@ -126,6 +126,26 @@ def test_a_partial_run_and_its_retry_through_the_api(operator, viewer, worker_fr
     assert live.status_code == 400 and "only a finished run" in live.json()["error"]["fields"]["non_field_errors"][0]
 
 
+def test_the_runs_list_gives_headlines_and_the_run_gives_everything(viewer, worker_free_start):
+    run = runs.create_run(half_failing_campaign("api-list", file_count=6), trigger="api")
+    RunDriver(run.pk).drive()
+    client = api(viewer, "viewer")
+    full = client.get(f"/api/v1/runs/{run.pk}/").json()
+    [listed] = client.get("/api/v1/runs/", {"campaign": run.campaign_id}).json()["results"]
+    # The big JSON stays out of a list; its headlines come out of it in the database.
+    assert not {"snapshot", "versions", "summary", "verdict", "judgement"} & set(listed)
+    assert full["verdict"]["headline"] and listed["verdict_headline"] == full["verdict"]["headline"]
+    assert listed["verdict_status"] == full["verdict"]["status"]
+    assert listed["judgement_status"] == full["judgement"]["status"]
+    shared = set(listed) - {"verdict_status", "verdict_headline", "judgement_status", "judgement_headline"}
+    assert {k: listed[k] for k in shared} == {k: full[k] for k in shared}
+    assert listed["retryable"] == 3
+    # Rows deleted by retention: nothing to retry, in the list as on the run.
+    Run.objects.filter(pk=run.pk).update(summary={**full["summary"], "archived": {"transfers_deleted": 6}})
+    [listed] = client.get("/api/v1/runs/", {"campaign": run.campaign_id}).json()["results"]
+    assert listed["retryable"] == client.get(f"/api/v1/runs/{run.pk}/").json()["retryable"] == 0
+
+
 def test_comparison_puts_runs_side_by_side(viewer):
     a = finished_run("cmp-a", file_count=40, concurrency_steps=[1, 4], step_files=20)
     b = finished_run("cmp-b", file_count=40, concurrency_steps=[2], streams=4)
