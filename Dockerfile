@@ -71,4 +71,4 @@ USER storageops
 EXPOSE 8000
 
 # The compose file sets a command per service; alone, the image serves the web UI.
-CMD ["gunicorn", "storageops.wsgi:application", "-b", "0.0.0.0:8000", "--access-logfile", "-"]
+CMD ["gunicorn", "storageops.wsgi:application", "-c", "python:storageops.gunicorn_conf"]
