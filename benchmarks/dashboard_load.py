@@ -235,15 +235,17 @@ def build(total: int, live_size: int, finished_runs: int) -> tuple[list[int], in
 
 
 def existing_runs(total: int, finished_runs: int) -> tuple[list[int], int] | None:
-    from django.db.models import Count
+    from django.db.models import Count, Exists, OuterRef
 
-    from campaigns.models import Run
+    from campaigns.models import Run, Transfer
 
-    finished = list(Run.objects.filter(campaign__name=CAMPAIGN, state="succeeded").order_by("pk"))
+    # Runs with rows: benchmarks/live_load.py adds finished runs without any, for its lists.
+    with_rows = Exists(Transfer.objects.filter(run=OuterRef("pk")))
+    finished = list(Run.objects.filter(with_rows, campaign__name=CAMPAIGN, state="succeeded").order_by("pk"))
     live = Run.objects.filter(campaign__name=CAMPAIGN, state="running").first()
     if len(finished) != finished_runs or live is None:
         return None
-    counts = Run.objects.filter(campaign__name=CAMPAIGN).aggregate(n=Count("transfers"))["n"]
+    counts = Transfer.objects.filter(run__campaign__name=CAMPAIGN).aggregate(n=Count("pk"))["n"]
     return ([r.pk for r in finished], live.pk) if counts >= total else None
 
 
