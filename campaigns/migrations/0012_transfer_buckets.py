@@ -34,7 +34,7 @@ class Migration(migrations.Migration):
                 (
                     "category",
                     models.CharField(
-                        blank=True, help_text="The error category; '' for copies that succeeded.", max_length=20
+                        blank=True, help_text="The error category; '' for successes.", max_length=20
                     ),
                 ),
                 ("files_ok", models.IntegerField(default=0)),
