@@ -33,9 +33,7 @@ class Migration(migrations.Migration):
                 ("destination_endpoint_id", models.IntegerField()),
                 (
                     "category",
-                    models.CharField(
-                        blank=True, help_text="The error category; '' for successes.", max_length=20
-                    ),
+                    models.CharField(blank=True, help_text="The error category; '' for successes.", max_length=20),
                 ),
                 ("files_ok", models.IntegerField(default=0)),
                 ("files_failed", models.IntegerField(default=0)),
