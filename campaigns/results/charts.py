@@ -2,8 +2,9 @@
 the doors' host metrics and the events to draw on them (the steps and the choice between a
 stored and a computed timeline are readers').
 
-Every figure comes from aggregate SQL or from what was stored when the run ended (RunStep,
-Run.summary, RunChart): a page of a million-transfer run never walks its rows in Python.
+Every figure comes from the run's time buckets (campaigns.results.bucketed), from bounded
+lookups (the scatter's sample), or from what was stored when the run ended (RunStep,
+Run.summary, RunChart): a page of a million-transfer run never reads its rows.
 Times are epoch milliseconds, what Chart.js' time axis takes as it is.
 """
 

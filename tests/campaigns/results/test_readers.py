@@ -6,6 +6,8 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from campaigns import runs
@@ -95,3 +97,22 @@ def test_the_run_page_tells_the_campaigns_byte_budget_from_the_one_the_run_got(c
     assert "<dt>max_bytes</dt>" not in frozen
     plain = runs.create_run(mock_campaign("budget-plain", max_bytes=5000), trigger="command")
     assert byte_budget(plain) == {"campaign": 5000, "run": 5000, "label": "byte budget", "cut": False}
+
+
+@pytest.mark.django_db
+def test_a_live_runs_charts_summary_and_trimmed_figures_never_read_its_rows(client, viewer):
+    """What a live run's page polls, its verdict and a trimmed comparison read its time buckets:
+    no statement touches the transfer table (the progress partial's copies in flight aside)."""
+    run = running_run("live-buckets")
+    client.force_login(viewer)
+    with CaptureQueriesContext(connection) as captured:
+        for name in ("timeline", "steps", "errors"):
+            assert client.get(f"/campaigns/runs/{run.pk}/charts/{name}.json").status_code == 200
+        readers.verdict(run)
+        trimmed = comparison.trimmed_summary(run, comparison.Trim(warmup_seconds=5, event_margin_seconds=30))
+    read = [q["sql"] for q in captured if '"campaigns_transfer"' in q["sql"] or "campaigns_transfer " in q["sql"]]
+    assert not read, read
+    # Still live months after its start, the run spans more than 6 hours: its trim is cut on
+    # the 60 s buckets, so a 5 s warm-up takes the whole first minute, where all its copies ended.
+    assert trimmed["left_out"]["bucket_seconds"] == 60
+    assert (trimmed["total"]["files_ok"], trimmed["left_out"]["transfers"]) == (0, 5)
