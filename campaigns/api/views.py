@@ -15,7 +15,6 @@ from rest_framework.views import APIView
 
 from campaigns import editing, readiness, runs
 from campaigns.api.serializers import (
-    LIST_OMITS,
     BackendSerializer,
     CampaignScheduleSerializer,
     CampaignSerializer,
@@ -131,7 +130,7 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         return (
             super()
             .get_queryset()
-            .defer(*(f for f in LIST_OMITS if f in ("snapshot", "versions", "summary")))
+            .defer("snapshot", "versions", "summary")
             .annotate(
                 verdict_status=KT("summary__verdict__status"),
                 verdict_headline=KT("summary__verdict__headline"),

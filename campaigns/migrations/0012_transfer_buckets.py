@@ -10,18 +10,6 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
-        # Runs recorded before this migration have no buckets: false for them (their buckets
-        # are built from their rows when first asked for), true for every run created after.
-        migrations.AddField(
-            model_name="run",
-            name="bucketed",
-            field=models.BooleanField(default=False, editable=False),
-        ),
-        migrations.AlterField(
-            model_name="run",
-            name="bucketed",
-            field=models.BooleanField(default=True, editable=False),
-        ),
         migrations.CreateModel(
             name="TransferBucket",
             fields=[

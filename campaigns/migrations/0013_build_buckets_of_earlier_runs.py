@@ -11,14 +11,11 @@ from django.db import migrations
 def build(apps, schema_editor):
     from campaigns.models import buckets
 
-    Run = apps.get_model("campaigns", "Run")
+    # Every run that has rows now was recorded before this migration: each run after it gets
+    # its buckets as its copies are recorded.
     Transfer = apps.get_model("campaigns", "Transfer")
-    pending = list(Run.objects.filter(bucketed=False).order_by("pk").values_list("pk", flat=True))
-    for run_id in pending:
-        if Transfer.objects.filter(run_id=run_id).exists():
-            buckets.rebuild(run_id)
-        else:
-            Run.objects.filter(pk=run_id).update(bucketed=True)
+    for run_id in Transfer.objects.order_by("run_id").values_list("run_id", flat=True).distinct():
+        buckets.rebuild(run_id)
 
 
 class Migration(migrations.Migration):

@@ -188,4 +188,3 @@ def rebuild(run_id: int) -> None:
                 cursor.execute(insert_sql(source), [run_id])
         else:
             _add_python(Transfer.objects.filter(run_id=run_id).values_list(*_ROW_FIELDS).iterator())
-        Run.objects.filter(pk=run_id).update(bucketed=True)

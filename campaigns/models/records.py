@@ -44,9 +44,6 @@ class Run(models.Model):
     # Set while copies are in flight and none has finished for STORAGEOPS_STALL_SECONDS.
     stalled_since = models.DateTimeField(null=True, blank=True)
     summary = models.JSONField(default=dict, blank=True)
-    # Whether its TransferBuckets hold every copy it recorded: true from a run's creation since
-    # buckets are written with the records; false for runs recorded before (rebuilt on demand).
-    bucketed = models.BooleanField(default=True, editable=False)
     disturbed = models.BooleanField(
         default=False, help_text="A restart or config change of its hosts, backends or endpoints fell in its window."
     )

@@ -19,20 +19,13 @@ from datetime import UTC, datetime
 
 from django.db.models import F, Max, Min, Q, Sum
 
-from campaigns.models import Run, TransferBucket, buckets
+from campaigns.models import Run, TransferBucket
 from campaigns.results import grouped
 from campaigns.results.analysis import door_names
 from campaigns.spec import RunSpec
 
 TRIM_FINE_SPAN = 6 * 3600
 _CANCELLED = Q(category="cancelled")
-
-
-def ensure(run: Run) -> None:
-    """Build the buckets of a run recorded before they were written with its records."""
-    if not run.bucketed:
-        buckets.rebuild(run.pk)
-        run.bucketed = True
 
 
 def source_width(width: int) -> int:
@@ -42,7 +35,6 @@ def source_width(width: int) -> int:
 
 def timeline_rows(run: Run, width: int) -> list[tuple[int, int, float, float, int]]:
     """(door endpoint id, bucket, bytes, busy seconds, failures) per door and chart bucket."""
-    ensure(run)
     door = f"{RunSpec.of(run).door_side}_endpoint_id"
     sw = source_width(width)
     rows = (
@@ -88,7 +80,6 @@ def groups(run: Run, by: tuple[str, ...], width: int = 60, keep: Q | None = None
     category: n, moved, first, last over what `keep` selects; n_all, moved_all over all), and
     beside them the busy seconds and the span of every copy that ran (cancelled ones too),
     from which the achieved concurrency comes."""
-    ensure(run)
     keep = keep if keep is not None else Q()
     finished = keep & ~_CANCELLED
     rows = (
@@ -151,8 +142,8 @@ def achieved(rows: list[dict], cut: Iterable[tuple[datetime, datetime]] = ()) ->
 def tables(run: Run, width: int = 60, keep: Q | None = None, cut: Iterable[tuple[datetime, datetime]] = ()) -> dict:
     """The total, step and door figures of a run (without percentiles) over the buckets `keep`
     selects, less the `cut` intervals in the active windows; with what was left out."""
-    cut = list(cut)
-    side = f"{RunSpec.of(run).door_side}_endpoint_id"
+    cut, door_side = list(cut), RunSpec.of(run).door_side
+    side = f"{door_side}_endpoint_id"
     rows = groups(run, ("step", side), width, keep)
     total = grouped.merged(rows, cut)
     endpoint_ids = {r[side] for r in rows}
@@ -162,7 +153,7 @@ def tables(run: Run, width: int = 60, keep: Q | None = None, cut: Iterable[tuple
         "total": {**total, "duration_p50": None, "duration_p95": None},
         "steps": grouped.step_table(run, rows, cut, achieved=achieved(rows, cut)),
         "doors": dict(sorted(doors.items())),
-        "door_side": RunSpec.of(run).door_side,
+        "door_side": door_side,
         "left_out": {
             "transfers": sum(r["n_all"] for r in rows) - (total["files_ok"] + total["files_failed"]),
             "bytes": round(sum(r["moved_all"] for r in rows)) - total["bytes"],

@@ -70,7 +70,6 @@ def store_timeline(run: Run) -> RunChart:
 
 def error_mix(run: Run) -> list[dict]:
     """Failures per category, most frequent first: summed from the run's minute buckets."""
-    bucketed.ensure(run)
     rows = (
         TransferBucket.objects.filter(run=run, width=60, files_failed__gt=0)
         .values("category")

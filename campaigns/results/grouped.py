@@ -13,15 +13,11 @@ from collections import Counter
 from collections.abc import Iterable
 from datetime import datetime
 
-from django.db.models import Q
-
 from campaigns.choices import TransferState
 from campaigns.models import Run
 from campaigns.results import concurrency
 from campaigns.results.analysis import figures
 from campaigns.spec import RunSpec
-
-_OK, _FAILED = Q(state=TransferState.SUCCEEDED), Q(state=TransferState.FAILED)
 
 
 def merged(rows: Iterable[dict], excluded: Iterable[tuple[datetime, datetime]] = ()) -> dict:
