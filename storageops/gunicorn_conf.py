@@ -11,16 +11,18 @@ from __future__ import annotations
 
 import os
 
+from storageops.env import env_int, env_str
+
 _cores = os.cpu_count() or 1
 
-bind = os.environ.get("STORAGEOPS_WEB_BIND", "0.0.0.0:8000")
-workers = int(os.environ.get("STORAGEOPS_WEB_WORKERS", _cores + 1))
+bind = env_str("STORAGEOPS_WEB_BIND", "0.0.0.0:8000")
+workers = env_int("STORAGEOPS_WEB_WORKERS", _cores + 1, minimum=1)
 worker_class = "gthread"
-threads = int(os.environ.get("STORAGEOPS_WEB_THREADS", 4))
+threads = env_int("STORAGEOPS_WEB_THREADS", 4, minimum=1)
 # Pages poll every 2-5 s: a kept-alive connection saves a handshake on each.
 keepalive = 5
-timeout = int(os.environ.get("STORAGEOPS_WEB_TIMEOUT", 60))
-graceful_timeout = int(os.environ.get("STORAGEOPS_WEB_GRACEFUL_TIMEOUT", 30))
+timeout = env_int("STORAGEOPS_WEB_TIMEOUT", 60, minimum=1)
+graceful_timeout = env_int("STORAGEOPS_WEB_GRACEFUL_TIMEOUT", 30, minimum=1)
 # A process that slowly grows (a leak in a library) is replaced, never all at once.
 max_requests = 5000
 max_requests_jitter = 500

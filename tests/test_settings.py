@@ -46,3 +46,17 @@ def test_bad_setting_stops_start_up(tmp_path, variable, value, message):
     )
     assert result.returncode != 0
     assert message in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "message"),
+    [("STORAGEOPS_WEB_WORKERS", "0", "STORAGEOPS_WEB_WORKERS=0 is below the minimum 1"),
+     ("STORAGEOPS_WEB_THREADS", "four", "STORAGEOPS_WEB_THREADS='four' is not an integer")],
+)  # fmt: skip
+def test_a_bad_web_server_setting_stops_gunicorn_naming_it(tmp_path, variable, value, message):
+    env = {**os.environ, "STORAGEOPS_VAR_DIR": str(tmp_path), variable: value}
+    argv = [PYTHON, "-m", "gunicorn", "storageops.wsgi:application", "-c", "python:storageops.gunicorn_conf",
+            "-b", "127.0.0.1:0", "--check-config"]  # fmt: skip
+    result = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode != 0
+    assert message in result.stdout + result.stderr
