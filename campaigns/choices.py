@@ -74,6 +74,14 @@ class RunState(models.TextChoices):
     CANCELLED = "cancelled", "Cancelled"
 
 
+class BaselineChoice(models.TextChoices):
+    """Whether a finished run may be in the baseline later runs of its campaign are judged against."""
+
+    AUTO = "auto", "By the rule: succeeded, undisturbed, not a retry"
+    INCLUDE = "include", "Included by an operator (a partial or disturbed run known to be sound)"
+    EXCLUDE = "exclude", "Left out by an operator (a night known to be unrepresentative)"
+
+
 ACTIVE_RUN_STATES = (RunState.PENDING, RunState.RUNNING, RunState.CANCELLING)
 FINAL_RUN_STATES = (RunState.SUCCEEDED, RunState.PARTIAL, RunState.FAILED, RunState.CANCELLED)
 

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from campaigns.web import compare_views, readiness_views, run_views, status_views, views
+from campaigns.web import baseline_views, compare_views, readiness_views, run_views, status_views, views
 
 app_name = "campaigns"
 urlpatterns = [
@@ -17,6 +17,8 @@ urlpatterns = [
     path("runs/<int:pk>/progress/", run_views.run_progress, name="run_progress"),
     path("runs/<int:pk>/cancel/", run_views.run_cancel, name="run_cancel"),
     path("runs/<int:pk>/retry-failed/", run_views.run_retry_failed, name="run_retry_failed"),
+    path("runs/<int:pk>/baseline/", baseline_views.run_baseline, name="run_baseline"),
+    path("runs/<int:pk>/judge-again/", baseline_views.run_judge_again, name="run_judge_again"),
     path("runs/<int:pk>/transfers/", run_views.run_transfers, name="run_transfers"),
     path("runs/<int:pk>/errors/<str:category>/", run_views.run_errors, name="run_errors"),
     path("runs/<int:pk>/charts/<str:name>.json", run_views.run_chart, name="run_chart"),

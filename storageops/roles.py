@@ -16,6 +16,7 @@ APPS = ("campaigns", "collectors", "storageops", "alerts", "django_celery_beat")
 OPERATOR_EXTRA = (
     "campaigns.start_run",
     "campaigns.cancel_run",
+    "campaigns.choose_baseline",
     "campaigns.add_readinesscheck",
     "collectors.add_event",
     "collectors.add_hosttestseries",

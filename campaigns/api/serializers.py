@@ -4,6 +4,7 @@ from django.conf import settings
 from rest_framework import serializers
 
 from campaigns import runs
+from campaigns.choices import BaselineChoice
 from campaigns.models import (
     SCHEDULE_SETTINGS,
     Backend,
@@ -16,7 +17,7 @@ from campaigns.models import (
     Transfer,
 )
 from campaigns.models.engine_rules import client_pool_error
-from campaigns.results import readers
+from campaigns.results import baseline_choice, readers
 from collectors.models import Host
 from storageops.api.base import BaseModelSerializer
 from storageops.validators import check_source_urls, validate_http_url
@@ -186,6 +187,14 @@ class RunSerializer(BaseModelSerializer):
         help_text="How many transfers POST runs/{id}/retry-failed/ would re-drive now (0: it would be refused)."
     )
 
+    in_baseline = serializers.SerializerMethodField(
+        help_text="Whether later runs of the campaign count this run in their baseline, and why (counted, why, "
+        "choice). POST runs/{id}/baseline/ includes or leaves it out."
+    )
+
+    def get_in_baseline(self, obj) -> dict:
+        return baseline_choice.standing(obj)
+
     def get_verdict(self, obj) -> dict | None:
         # Stored only: computing a live run's verdict for every row of a list is too dear.
         return (readers.stored(obj) or {}).get("verdict")
@@ -232,13 +241,29 @@ class RunSerializer(BaseModelSerializer):
             "summary",
             "verdict",
             "judgement",
+            "baseline_choice",
+            "baseline_reason",
+            "baseline_chosen_by",
+            "baseline_chosen_at",
+            "in_baseline",
         ]
         read_only_fields = fields
 
 
+class BaselineChoiceSerializer(serializers.Serializer):
+    """POST runs/{id}/baseline/: include the run in its campaign's baselines, leave it out, or
+    leave it to the rule (auto)."""
+
+    choice = serializers.ChoiceField(choices=BaselineChoice.choices)
+    reason = serializers.CharField(
+        max_length=300, required=False, allow_blank=True, default="",
+        help_text="Why; required to include or leave out.",
+    )  # fmt: skip
+
+
 # What a list leaves out of each run: a run's frozen snapshot and its results (steps, doors,
 # verdict, judgement) are tens of kilobytes, and a page of 100 of them megabytes of JSON.
-LIST_OMITS = ("snapshot", "versions", "summary", "verdict", "judgement")
+LIST_OMITS = ("snapshot", "versions", "summary", "verdict", "judgement", "in_baseline")
 
 
 class RunListSerializer(RunSerializer):

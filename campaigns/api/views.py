@@ -16,6 +16,7 @@ from rest_framework.views import APIView
 from campaigns import editing, readiness, runs
 from campaigns.api.serializers import (
     BackendSerializer,
+    BaselineChoiceSerializer,
     CampaignScheduleSerializer,
     CampaignSerializer,
     EndpointSerializer,
@@ -35,7 +36,7 @@ from campaigns.models import (
     Run,
     Transfer,
 )
-from campaigns.results import comparison, exports, readers
+from campaigns.results import baseline_choice, comparison, exports, readers
 from campaigns.runs import scheduling
 from campaigns.web.filters import TransferFilter
 from storageops.api.auth import RolePermission
@@ -118,6 +119,8 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         "cancel": ["campaigns.cancel_run"],
         "cleanup": ["campaigns.start_run"],
         "retry_failed": ["campaigns.start_run"],
+        "baseline": ["campaigns.choose_baseline"],
+        "judge_again": ["campaigns.choose_baseline"],
     }
 
     def get_serializer_class(self):
@@ -170,6 +173,26 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         has nothing to retry."""
         retry = runs.retry_failed(self.get_object(), user=request.user, trigger="api")
         return Response(RunSerializer(retry, context={"request": request}).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=BaselineChoiceSerializer, responses={200: RunSerializer})
+    @action(detail=True, methods=["post"])
+    def baseline(self, request, pk=None):
+        """Include the ended run in its campaign's baselines (a partial or disturbed run known to be
+        sound), leave it out (a night known not to be the storage's), or leave it to the rule; later
+        runs are judged so. 400 when the run is live, a retry, or failed, or no reason is given."""
+        choice = BaselineChoiceSerializer(data=request.data)
+        choice.is_valid(raise_exception=True)
+        run = baseline_choice.choose(self.get_object(), **choice.validated_data, user=request.user)
+        return Response(RunSerializer(run, context={"request": request}).data)
+
+    @extend_schema(request=None, responses={200: RunSerializer})
+    @action(detail=True, methods=["post"], url_path="judge-again")
+    def judge_again(self, request, pk=None):
+        """Judge the ended run against its baseline as the choices make it now; the judgement it
+        replaces is kept in judgement.earlier, with who judged again and when."""
+        run = self.get_object()
+        baseline_choice.judge_again(run, user=request.user)
+        return Response(RunSerializer(run, context={"request": request}).data)
 
     @extend_schema(
         parameters=[OpenApiParameter("as", str, enum=["csv", "json"], description="Export format (default csv).")],

@@ -47,6 +47,16 @@ class Run(models.Model):
     disturbed = models.BooleanField(
         default=False, help_text="A restart or config change of its hosts, backends or endpoints fell in its window."
     )
+    # An operator's word on the run's place in its campaign's baselines, with who and why: the
+    # rule leaves partial and disturbed runs out, and a site knows nights the rule cannot.
+    baseline_choice = models.CharField(
+        max_length=8, choices=choices.BaselineChoice.choices, default=choices.BaselineChoice.AUTO
+    )
+    baseline_reason = models.CharField(max_length=300, blank=True)
+    baseline_chosen_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    baseline_chosen_at = models.DateTimeField(null=True, blank=True)
     # A run made by "retry failed": it re-drives the transfers of `retry_of` that did not succeed.
     retry_of = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.PROTECT, related_name="retries",
@@ -56,7 +66,11 @@ class Run(models.Model):
     class Meta:
         ordering = ["-created"]
         indexes = [models.Index(fields=["campaign", "-created"])]
-        permissions = [("start_run", "Can start runs"), ("cancel_run", "Can cancel runs")]
+        permissions = [
+            ("start_run", "Can start runs"),
+            ("cancel_run", "Can cancel runs"),
+            ("choose_baseline", "Can include or leave out a run of its campaign's baselines, and judge it again"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.campaign.name} #{self.pk}"

@@ -1,8 +1,12 @@
 """A finished run judged against its own history: regression watch (issue 20).
 
-The baseline of a run is the campaign's latest comparable runs before it: succeeded, not
-disturbed, with the same frozen parameters (what a comparison lines up), at most
-BASELINE_RUNS of them and at least MIN_BASELINE_RUNS. Each figure gets a noise band from
+The baseline of a run is the campaign's latest comparable runs before it, with the same frozen
+parameters (what a comparison lines up), at most BASELINE_RUNS of them and at least
+MIN_BASELINE_RUNS. Comparable by the rule: succeeded, not disturbed, not a retry (a retry
+re-drives only what another run did not finish, a few files that say nothing of a night).
+An operator may include a partial or disturbed run known to be sound, or leave out a night
+known to be unrepresentative (baseline_choice.py); a retry is never comparable, and is not
+judged. Each figure gets a noise band from
 their spread: the median, and a half-width of a 99 % prediction interval for one more run,
 t(n-1) x sqrt(1 + 1/n) robust standard deviations (1.4826 times the median absolute
 deviation). Few runs tell little about their spread: on a real door under a quota, three
@@ -33,7 +37,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
-from campaigns.choices import ErrorCategory, RunState
+from django.db.models import Q
+
+from campaigns.choices import BaselineChoice, ErrorCategory, RunState
 from campaigns.models import Run
 from campaigns.results.disturbance import touching
 from campaigns.results.parameters import parameters
@@ -131,12 +137,22 @@ def figures_of(summary: dict) -> dict[str, tuple[Figure, float]]:
     return found
 
 
+# States an operator may include a run of: a failed or cancelled run's figures are of what
+# went wrong, not of the door.
+INCLUDABLE_STATES = (RunState.SUCCEEDED, RunState.PARTIAL)
+BY_RULE = Q(state=RunState.SUCCEEDED, disturbed=False)
+IN_BASELINE = Q(retry_of__isnull=True) & (
+    (BY_RULE & ~Q(baseline_choice=BaselineChoice.EXCLUDE))
+    | Q(baseline_choice=BaselineChoice.INCLUDE, state__in=INCLUDABLE_STATES)
+)
+
+
 def comparable_runs(run: Run, limit: int = BASELINE_RUNS) -> list[Run]:
     """The campaign's latest runs before this one that a baseline may be made of."""
     before = run.started_at or run.created
     candidates = (
-        Run.objects.filter(campaign_id=run.campaign_id, state=RunState.SUCCEEDED, disturbed=False)
-        .filter(finished_at__lt=before)
+        Run.objects.filter(campaign_id=run.campaign_id, finished_at__lt=before)
+        .filter(IN_BASELINE)
         .exclude(pk=run.pk)
         .order_by("-finished_at")
     )
@@ -169,6 +185,12 @@ def band(values: list[float], is_rate: bool = False) -> dict:
 def judge(run: Run, baseline: list[Run] | None = None, summary: dict | None = None) -> dict:
     """The run against its baseline: every figure with its band, and the suspects if it regressed.
     `summary` is the run's own results when they are not stored yet (finalize)."""
+    if run.retry_of_id is not None:
+        return {
+            "baseline_runs": [], "figures": [], "suspects": [], "status": "no_baseline",
+            "headline": f"A retry of run #{run.retry_of_id}: it re-drives only what that run did not finish, "
+            "so no full run is comparable and it is not judged.",
+        }  # fmt: skip
     baseline = comparable_runs(run) if baseline is None else baseline
     own = figures_of((run.summary or {}) if summary is None else summary)
     judged = {"baseline_runs": [r.pk for r in baseline], "figures": [], "suspects": []}

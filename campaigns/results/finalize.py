@@ -79,6 +79,10 @@ def add(run: Run, key: str, value: Any) -> None:
     keeping every other section as it is in the database, whatever `run` holds in memory."""
     if key in COMPUTED:
         raise ValueError(f"{key!r} is computed when the run finishes; it cannot be added.")
+    _merge(run, key, value)
+
+
+def _merge(run: Run, key: str, value: Any) -> None:
     # Read and written under the row's lock: two adds at once (a clean-up requested through the
     # API while retention freezes the run) each keep the other's section.
     with transaction.atomic():
@@ -86,3 +90,9 @@ def add(run: Run, key: str, value: Any) -> None:
         summary = {**(current or {}), key: value}
         Run.objects.filter(pk=run.pk).update(summary=summary)
     run.summary = summary
+
+
+def set_judgement(run: Run, judgement: dict) -> None:
+    """Replace the run's judgement, and nothing else of its results: judging a run again is an
+    operator's act (baseline_choice.judge_again), the one exception to results written once."""
+    _merge(run, "judgement", judgement)

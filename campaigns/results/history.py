@@ -3,14 +3,16 @@ events of its scope: the campaign page's history chart (issue 20).
 
 Each point is what the run achieved on one figure and the band is the one stored with the run's
 judgement when it ended (not recomputed): a band drawn today from today's history would hide
-what the run was told. Every ended run is a point, partial and disturbed ones included and
-marked as such, since a run left out of the baselines still happened.
+what the run was told. Every ended run is a point, those not counted in later baselines
+(partial, disturbed, retries, left out by an operator) included and marked with why, since a
+run left out of the baselines still happened.
 """
 
 from __future__ import annotations
 
 from campaigns.choices import FINAL_RUN_STATES, RunState
 from campaigns.models import Campaign, Run
+from campaigns.results import baseline_choice
 from campaigns.results.baselines import FIGURES, figures_of
 from campaigns.results.charts import event_mark
 from campaigns.results.disturbance import touching
@@ -25,7 +27,21 @@ def _ended_runs(campaign: Campaign, limit: int) -> list[Run]:
     ended = [s for s in FINAL_RUN_STATES if s != RunState.CANCELLED]
     newest = (
         Run.objects.filter(campaign=campaign, state__in=ended, finished_at__isnull=False)
-        .only("pk", "state", "finished_at", "started_at", "created", "disturbed", "summary", "campaign_id")
+        .select_related("baseline_chosen_by")
+        .only(
+            "pk",
+            "state",
+            "finished_at",
+            "started_at",
+            "created",
+            "disturbed",
+            "summary",
+            "campaign_id",
+            "retry_of_id",
+            "baseline_choice",
+            "baseline_reason",
+            "baseline_chosen_by__username",
+        )
         .order_by("-finished_at")[:limit]
     )
     return list(reversed(newest))
@@ -54,12 +70,14 @@ def campaign_history(campaign: Campaign, figure: str = "throughput", limit: int 
             continue
         judgement = (run.summary or {}).get("judgement") or {}
         band = next((f for f in judgement.get("figures") or [] if f["key"] == figure), None)
+        standing = baseline_choice.standing(run)
         points.append({
             "run": run.pk, "url": run.get_absolute_url(), "x": run.finished_at.timestamp() * 1000, "y": value[1],
             "state": run.state, "disturbed": run.disturbed, "judgement": judgement.get("status", ""),
             "figure_status": band["status"] if band else "", "headline": judgement.get("headline", ""),
             "low": band["low"] if band else None, "high": band["high"] if band else None,
             "median": band["median"] if band else None,
+            "counted": standing["counted"], "baseline_why": standing["why"],
         })  # fmt: skip
     return {
         "campaign": campaign.pk,

@@ -8,6 +8,7 @@ from django import forms
 from django.conf import settings
 
 from campaigns import sweeps
+from campaigns.choices import BaselineChoice
 from campaigns.models import SCHEDULE_SETTINGS, Campaign, CampaignSchedule, Endpoint
 from campaigns.models.engine_rules import client_pool_error
 from collectors.choices import HostRole
@@ -309,3 +310,10 @@ class ReadinessForm(forms.Form):
     def __init__(self, *args, endpoint: Endpoint, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.fields["peer"].queryset = self.fields["peer"].queryset.exclude(pk=endpoint.pk)
+
+
+class BaselineChoiceForm(forms.Form):
+    """Include a finished run in its campaign's baselines, leave it out, or leave it to the rule."""
+
+    choice = forms.ChoiceField(choices=BaselineChoice.choices, label="Baselines")
+    reason = forms.CharField(max_length=300, required=False, help_text="Why: required to include or leave out a run.")

@@ -14,10 +14,11 @@ from django.views.generic import DetailView, ListView
 from campaigns import runs, sweeps
 from campaigns.choices import ErrorCategory
 from campaigns.models import Run, Transfer
-from campaigns.results import analysis, chain, charts, matrix, readers, verdicts
+from campaigns.results import analysis, baseline_choice, chain, charts, matrix, readers, verdicts
 from campaigns.results.parameters import byte_budget
 from campaigns.spec import RunSpec
 from campaigns.web.filters import TransferFilter
+from campaigns.web.forms import BaselineChoiceForm
 
 TRANSFER_PAGE = 50
 
@@ -50,7 +51,7 @@ class RunDetailView(DetailView):
     model = Run
 
     def get_queryset(self):
-        return Run.objects.select_related("campaign", "retry_of").prefetch_related("retries")
+        return Run.objects.select_related("campaign", "retry_of", "baseline_chosen_by").prefetch_related("retries")
 
     def get_context_data(self, **kwargs):
         context = super().get_context_data(**kwargs)
@@ -64,6 +65,10 @@ class RunDetailView(DetailView):
         context["target_rate_bps"] = verdicts.target_rate_bps(self.object)
         context["swept"] = [(axis, sweeps.AXIS_LABELS[axis]) for axis in RunSpec.of(self.object).swept_axes]
         context["client_rows"] = analysis.client_rows(self.object.summary or {})
+        context["baseline"] = baseline_choice.standing(self.object)
+        context["baseline_form"] = BaselineChoiceForm(
+            initial={"choice": self.object.baseline_choice, "reason": self.object.baseline_reason}
+        )
         return context
 
 

@@ -500,7 +500,7 @@
           { label: select.options[select.selectedIndex] ? select.options[select.selectedIndex].textContent : data.figure,
             data: data.points.map(function (p) { return { x: p.x, y: p.y, run: p }; }), unit: unit, borderColor: "#334155", borderWidth: 1.5,
             pointRadius: 5, pointHoverRadius: 7,
-            pointStyle: data.points.map(function (p) { return p.state !== "succeeded" || p.disturbed ? "triangle" : "circle"; }),
+            pointStyle: data.points.map(function (p) { return p.counted ? "circle" : "triangle"; }),
             pointBackgroundColor: data.points.map(function (p) { return STATUS_COLOUR[p.figure_status] || "#94a3b8"; }),
             pointBorderColor: data.points.map(function (p) { return STATUS_COLOUR[p.figure_status] || "#94a3b8"; }) },
         ];
@@ -508,7 +508,8 @@
         chart.options.plugins.legend.labels.filter = function (item) { return item.text !== "band low"; };
         chart.options.plugins.tooltip.callbacks.afterLabel = function (ctx) {
           var p = ctx.raw && ctx.raw.run;
-          return p ? ["run #" + p.run + " " + p.state + (p.disturbed ? ", disturbed" : ""), p.headline] : "";
+          return p ? ["run #" + p.run + " " + p.state + (p.disturbed ? ", disturbed" : ""), p.headline,
+            (p.counted ? "counted in later baselines: " : "not counted in later baselines: ") + p.baseline_why] : "";
         };
         chart.options.onClick = function (evt, elements) {
           var hit = elements.filter(function (e) { return chart.data.datasets[e.datasetIndex].data[e.index].run; })[0];

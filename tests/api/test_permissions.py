@@ -51,6 +51,7 @@ def objects():
         ),
         "event": log_event("note", "matrix note"),
         "finished_run": Run.objects.create(campaign=campaign, state="succeeded"),
+        "judged_run": Run.objects.create(campaign=campaign, state="succeeded", summary={"total": {"files_ok": 1}}),
         # Finished with half its planned transfers failed; its plan was never written as rows,
         # so a retry re-drives all it did not succeed at.
         "partial_run": Run.objects.create(
@@ -135,6 +136,8 @@ MATRIX = [
     ("get", "/api/v1/runs/{run}/verdict/", None, "viewer", 200),
     ("post", "/api/v1/runs/{finished_run}/cleanup/", None, "operator", 202),
     ("post", "/api/v1/runs/{partial_run}/retry-failed/", None, "operator", 201),
+    ("post", "/api/v1/runs/{finished_run}/baseline/", {"choice": "exclude", "reason": "matrix"}, "operator", 200),
+    ("post", "/api/v1/runs/{judged_run}/judge-again/", None, "operator", 200),
     ("get", "/api/v1/readiness-checks/", None, "viewer", 200),
     ("post", "/api/v1/readiness-checks/", "readiness", "operator", 202),
     ("get", "/api/v1/readiness-checks/{readiness}/", None, "viewer", 200),

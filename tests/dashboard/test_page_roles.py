@@ -54,6 +54,9 @@ MATRIX: dict[str, tuple[str, str, str, int | tuple[int, ...]]] = {
     "campaigns:run_progress": ("get", "/campaigns/runs/{run}/progress/", "viewer", 200),
     "campaigns:run_cancel": ("post", "/campaigns/runs/{finished_run}/cancel/", "operator", 302),
     "campaigns:run_retry_failed": ("post", "/campaigns/runs/{finished_run}/retry-failed/", "operator", 302),
+    # An empty form, and a run with no results to judge: refused with a message on the run page.
+    "campaigns:run_baseline": ("post", "/campaigns/runs/{finished_run}/baseline/", "operator", 302),
+    "campaigns:run_judge_again": ("post", "/campaigns/runs/{finished_run}/judge-again/", "operator", 302),
     "campaigns:run_transfers": ("get", "/campaigns/runs/{run}/transfers/", "viewer", 200),
     "campaigns:run_errors": ("get", "/campaigns/runs/{run}/errors/transfer_timeout/", "viewer", 200),
     "campaigns:run_chart": ("get", "/campaigns/runs/{run}/charts/steps.json", "viewer", 200),
