@@ -83,6 +83,10 @@ class Aggregate:
         return {
             **figures(self.ok, self.failed, self.bytes, self.first_start, self.last_end, self.excluded),
             "files_skipped": self.skipped,
+            # Bytes per second of copy time: what its copies moved while they ran, however the
+            # run's slots were shared. A backend's throughput over its own window is paced by the
+            # others' copies in a run over several (a slow EOS stretches dCache's window too).
+            "copy_rate_bps": self.bytes / busy if (busy := sum(self.durations)) > 0 else None,
             "duration_p50": percentile(self.durations, 50),
             "duration_p95": percentile(self.durations, 95),
             "latency_p50": percentile(self.latencies, 50),

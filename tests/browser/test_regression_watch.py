@@ -238,8 +238,6 @@ def test_scheduled_runs_within_band_then_a_slowed_door_is_judged_regressed_and_a
     page.goto(f"{live_server.url}/campaigns/status/")
     cell = page.locator(f"[data-cell='xrootd-disk|{nightly.name}']")
     assert cell.get_attribute("data-class") == "bad" and f"#{slowed.pk} regressed" in cell.inner_text()
-    page.set_viewport_size({"width": 1280, "height": 380})
-    page.screenshot(path=str(SCREENSHOTS / "status-grid.png"))
     cell.locator("a").click()
     page.wait_for_url(f"**/campaigns/runs/{slowed.pk}/")
     assert "config change on watched-door" in page.inner_text("#judgement")

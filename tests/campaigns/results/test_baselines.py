@@ -208,8 +208,8 @@ def test_each_backend_of_a_run_is_judged_on_its_own_copies(client, viewer):
     def night(at, eos_mb: float, dcache_mb: float):
         run = finished(both, at, (eos_mb + dcache_mb) * MB)
         run.summary["backends"] = {
-            "eos": {"throughput_bps": eos_mb * MB, "files_ok": 50, "files_failed": 0},
-            "dcache": {"throughput_bps": dcache_mb * MB, "files_ok": 50, "files_failed": 0},
+            "eos": {"copy_rate_bps": eos_mb * MB, "files_ok": 50, "files_failed": 0},
+            "dcache": {"copy_rate_bps": dcache_mb * MB, "files_ok": 50, "files_failed": 0},
         }
         run.save()
         return run
@@ -219,7 +219,7 @@ def test_each_backend_of_a_run_is_judged_on_its_own_copies(client, viewer):
     slow = night(now, 60, 200)
     judged = baselines.judge(slow)
     assert judged["backends"] == {"dcache": "within", "eos": "regressed"}, judged["figures"]
-    eos_figure = next(f for f in judged["figures"] if f["key"] == "backend_throughput:eos")
+    eos_figure = next(f for f in judged["figures"] if f["key"] == "backend_copy_rate:eos")
     assert eos_figure["backend"] == "eos" and round(eos_figure["change"], 2) == -0.4
     # The run's own throughput fell 13 %: it leads the headline, whose band is the run's.
     assert judged["status"] == "regressed" and judged["headline"].startswith("Throughput regressed 13 %")
@@ -230,5 +230,5 @@ def test_each_backend_of_a_run_is_judged_on_its_own_copies(client, viewer):
     assert 'data-cell="eos|both" data-class="bad"' in page
     assert 'data-cell="dcache|both" data-class="ok"' in page
     # A run over one backend has no figures of its own per backend: its one backend is the run.
-    single = baselines.figures_of({"total": {"throughput_bps": 1.0}, "backends": {"eos": {"throughput_bps": 1.0}}})
+    single = baselines.figures_of({"total": {"throughput_bps": 1.0}, "backends": {"eos": {"copy_rate_bps": 1.0}}})
     assert set(single) == {"throughput"}
