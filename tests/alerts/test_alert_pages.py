@@ -215,3 +215,15 @@ def test_a_campaign_filter_shows_the_subscriptions_that_alert_about_it(client, v
     client.force_login(viewer)
     chosen = client.get(f"/alerts/?campaign={campaign.pk}").context["subscriptions"]
     assert [s.name for s in chosen] == ["own", "site"]
+
+
+def test_a_campaign_page_counts_the_active_subscriptions_that_alert_about_it(client, viewer):
+    campaign = mock_campaign("nightly")
+    Subscription.objects.create(name="own", campaign=campaign, email="own@example.org")
+    Subscription.objects.create(name="paused", campaign=campaign, email="p@example.org", active=False)
+    Subscription.objects.create(name="site", email="site@example.org")
+    Subscription.objects.create(name="other", campaign=mock_campaign("other"), email="o@example.org")
+    client.force_login(viewer)
+    detail = client.get(campaign.get_absolute_url()).content.decode()
+    link = f'<a href="/alerts/?campaign={campaign.pk}">Alerts</a>'
+    assert f"{link}: 1 active subscription for this campaign (1 site-wide)." in detail
