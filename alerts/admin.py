@@ -1,7 +1,7 @@
 from django.contrib import admin, messages
 
 from alerts import delivery
-from alerts.models import AlertKind, Delivery, Subscription
+from alerts.models import Delivery, Subscription
 
 
 @admin.register(Subscription)
@@ -12,9 +12,9 @@ class SubscriptionAdmin(admin.ModelAdmin):
     @admin.action(description="Send a test alert (not rate limited)")
     def send_test(self, request, queryset):
         for subscription in queryset:
-            sent = delivery.send(subscription, AlertKind.TEST, "Test alert", f"A test of subscription {subscription}.")
+            sent = delivery.send_test(subscription)
             level = messages.SUCCESS if sent.state == Delivery.State.SENT else messages.ERROR
-            self.message_user(request, f"{subscription}: {sent.state} {sent.outcome}", level)
+            self.message_user(request, f"{subscription}: {sent.state}, {delivery.describe(sent)}", level)
 
 
 @admin.register(Delivery)

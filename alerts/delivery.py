@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from datetime import timedelta
+from urllib.parse import urlsplit
 
 import requests
 from django.conf import settings
@@ -16,7 +17,7 @@ from django.core.mail import send_mail
 from django.db.models import Q
 from django.utils import timezone
 
-from alerts.models import AlertKind, Delivery, Subscription
+from alerts.models import AlertKind, Delivery, Subscription, shown_url
 
 log = logging.getLogger(__name__)
 WEBHOOK_TIMEOUT = 10.0
@@ -49,11 +50,33 @@ def send(
     if subscription.email:
         outcome["email"] = _channel(lambda: _email(subscription.email, subject, body))
     if subscription.webhook_url:
-        outcome["webhook"] = _channel(lambda: _webhook(subscription.webhook_url, subject, body, kind))
+        url = subscription.webhook_url
+        outcome["webhook"] = _without_url(_channel(lambda: _webhook(url, subject, body, kind)), url)
     delivery.outcome = outcome
     delivery.state = Delivery.State.SENT if all(v == "ok" for v in outcome.values()) else Delivery.State.FAILED
     delivery.save()
     return delivery
+
+
+def send_test(subscription: Subscription) -> Delivery:
+    """A test alert through every channel of the subscription now (never held back), recorded as any other."""
+    return send(subscription, AlertKind.TEST, "Test alert", f"A test of subscription {subscription}.")
+
+
+def describe(delivery: Delivery) -> str:
+    """Each channel's outcome in words, for a message to whoever sent the alert."""
+    if delivery.state == Delivery.State.SUPPRESSED:
+        return f"held back by the rate limit (delivery #{delivery.outcome.get('held_back_by')} went out recently)"
+    return "; ".join(f"{channel}: {result}" for channel, result in delivery.outcome.items()) or "no channel"
+
+
+def _without_url(result: str, url: str) -> str:
+    # A webhook's path or query is its secret, and requests names them in its errors; the
+    # outcome is shown to every viewer of the Alerts page, so only the host is kept.
+    parts = urlsplit(url)
+    hidden = parts.path + (f"?{parts.query}" if parts.query else "")
+    result = result.replace(url, shown_url(url))
+    return result.replace(hidden, "/…") if len(hidden) > 1 else result
 
 
 def _channel(send_one) -> str:

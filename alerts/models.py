@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from urllib.parse import urlsplit
+
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
@@ -26,6 +28,14 @@ def validate_kinds(value: object) -> None:
     known = set(AlertKind.values) - {AlertKind.TEST}
     if not isinstance(value, list) or not value or not all(isinstance(k, str) and k in known for k in value):
         raise ValidationError(f"Give a non-empty list of: {', '.join(sorted(known))}.")
+
+
+def shown_url(url: str) -> str:
+    """scheme://host/…: a webhook's path and query are its secret (Mattermost's and Slack's are),
+    so pages and recorded errors keep only where it points."""
+    parts = urlsplit(url)
+    host = f"[{parts.hostname}]" if ":" in (parts.hostname or "") else parts.hostname
+    return f"{parts.scheme}://{host}/…"
 
 
 class Subscription(BaseModel):
@@ -53,6 +63,10 @@ class Subscription(BaseModel):
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def webhook_shown(self) -> str:
+        return shown_url(self.webhook_url) if self.webhook_url else ""
 
     def clean(self) -> None:
         super().clean()

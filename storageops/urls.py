@@ -21,6 +21,7 @@ urlpatterns = [
     path("api/", include("storageops.api.urls")),
     path("campaigns/", include("campaigns.urls")),
     path("hosts/", include("collectors.urls")),
+    path("alerts/", include("alerts.urls")),
 ]
 
 handler400 = "storageops.api.errors.bad_request"

@@ -9,12 +9,13 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import permission_required
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.db.models import OuterRef, Prefetch, Q, Subquery
+from django.db.models import Count, OuterRef, Prefetch, Q, Subquery
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 from django.views.generic import DetailView, ListView
 
+from alerts.models import Subscription
 from campaigns import editing, readiness, runs
 from campaigns.models import Backend, Campaign, CampaignSchedule, Endpoint, ReadinessCheck, Run
 from campaigns.results.history import campaign_history
@@ -56,6 +57,9 @@ class CampaignDetailView(DetailView):
         # Sites run a functional check before any stress test: offered for the endpoints without one.
         endpoints = [*self.object.sources.all(), *self.object.destinations.all()]
         context["unchecked_endpoints"] = readiness.unchecked(list(dict.fromkeys(endpoints)))
+        context["alert_counts"] = Subscription.objects.filter(active=True).aggregate(
+            own=Count("pk", filter=Q(campaign=self.object)), site=Count("pk", filter=Q(campaign__isnull=True))
+        )
         return context
 
 

@@ -13,27 +13,11 @@ from alerts.models import Delivery, Subscription
 from campaigns import runs
 from campaigns.results import baselines
 from collectors.events import log_event
-from tests.support.alert_servers import smtp_server, webhook_server
 from tests.support.factories import mock_campaign
 from tests.support.ports import free_port
 
 pytestmark = pytest.mark.django_db
 MB = 1_000_000
-
-
-@pytest.fixture
-def mailbox(settings):
-    with smtp_server() as server:
-        settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
-        settings.EMAIL_HOST, settings.EMAIL_PORT = "127.0.0.1", server.port
-        settings.STORAGEOPS_BASE_URL = "https://storageops.example.org"
-        yield server
-
-
-@pytest.fixture
-def webhook():
-    with webhook_server() as hook:
-        yield hook.url, hook.received
 
 
 def _finished(campaign, at, throughput, **fields):
@@ -126,3 +110,23 @@ def test_a_silent_collector_is_told_once_per_silence_and_each_host_on_its_own(ma
     again = triggers.collectors_silent(later)
     assert sorted(d.host.name for d in again) == ["door7", "door9"] and other.pk not in [d.host_id for d in again]
     assert all(d.state == Delivery.State.SENT for d in again) and len(mailbox.messages) == 4
+
+
+def test_the_admin_action_sends_a_test_alert_and_keeps_the_webhook_secret_out_of_its_error(
+    client, admin_user, mailbox, webhook
+):
+    url, posted = webhook
+    working = Subscription.objects.create(name="working", email="team@example.org", webhook_url=url)
+    closed = f"http://127.0.0.1:{free_port()}/hooks/T0-s3cret-token?key=k3y"
+    broken = Subscription.objects.create(name="broken", webhook_url=closed)
+    client.force_login(admin_user)
+    response = client.post(
+        "/admin/alerts/subscription/", {"action": "send_test", "_selected_action": [working.pk, broken.pk]}, follow=True
+    )
+    shown = {str(m).split(":")[0]: str(m) for m in response.context["messages"]}
+    assert shown["working"] == "working: sent, email: ok; webhook: ok"
+    assert shown["broken"].startswith("broken: failed, webhook: ConnectionError")
+    assert len(mailbox.messages) == 1 and posted[0]["props"] == {"kind": "test"}
+    # requests names the URL's path in its error; the recorded outcome keeps the host only.
+    error = Delivery.objects.get(subscription=broken).outcome["webhook"]
+    assert "s3cret" not in error and "k3y" not in error and "/…" in error

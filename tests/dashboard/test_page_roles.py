@@ -11,6 +11,7 @@ import pytest
 from django.contrib.auth.models import Group, User
 from django.urls import URLPattern, URLResolver, get_resolver
 
+from alerts.models import Subscription
 from campaigns.models import ReadinessCheck, Run
 from collectors.events import log_event
 from collectors.models import Host, HostTestSeries
@@ -80,6 +81,13 @@ MATRIX: dict[str, tuple[str, str, str, int | tuple[int, ...]]] = {
     "collectors:event_list": ("get", "/hosts/events/", "viewer", 200),
     "collectors:event_create": ("get", "/hosts/events/new/", "operator", 200),
     "collectors:event_create#post": ("post", "/hosts/events/new/", "operator", 200),
+    "alerts:subscription_list": ("get", "/alerts/", "viewer", 200),
+    "alerts:subscription_create": ("get", "/alerts/new/", "admin", 200),
+    "alerts:subscription_create#post": ("post", "/alerts/new/", "admin", 400),  # an empty form
+    "alerts:subscription_edit": ("get", "/alerts/{subscription}/edit/", "admin", 200),
+    "alerts:subscription_delete": ("post", "/alerts/{subscription}/delete/", "admin", 302),
+    # Mailed through the test settings' in-memory backend: nothing leaves the machine.
+    "alerts:subscription_test": ("post", "/alerts/{subscription}/test/", "admin", 302),
 }
 
 
@@ -122,6 +130,7 @@ def objects():
         "event": log_event("note", "pages note"),
         "foreign_token": tokens.create_token(other, "theirs", "viewer")[0],
         "check": ReadinessCheck.objects.create(endpoint=endpoint("pages-root", "root://127.0.0.1:1//data/")),
+        "subscription": Subscription.objects.create(name="pages", campaign=campaign, email="pages@example.org"),
     }
 
 
