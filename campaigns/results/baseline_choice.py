@@ -72,9 +72,9 @@ def choose(run: Run, choice: str, reason: str, user=None) -> Run:
     run.baseline_chosen_by = user if user is not None and user.is_authenticated else None
     run.baseline_chosen_at = timezone.now()
     run.save(update_fields=["baseline_choice", "baseline_reason", "baseline_chosen_by", "baseline_chosen_at"])
-    words = {BaselineChoice.AUTO: "back to the rule", BaselineChoice.INCLUDE: "included",
-             BaselineChoice.EXCLUDE: "left out"}  # fmt: skip
-    summary = f"Run #{run.pk} {words[choice]} in the baselines of {run.campaign.name}"
+    words = {BaselineChoice.AUTO: "back to the rule for", BaselineChoice.INCLUDE: "included in",
+             BaselineChoice.EXCLUDE: "left out of"}  # fmt: skip
+    summary = f"Run #{run.pk} {words[choice]} the baselines of {run.campaign.name}"
     log_event(
         "note", summary + (f": {reason}" if reason else ""), run=run, user=run.baseline_chosen_by,
         source="operator" if run.baseline_chosen_by else "storageops",

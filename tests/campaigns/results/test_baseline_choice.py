@@ -70,7 +70,7 @@ def test_an_operator_includes_a_partial_night_and_leaves_out_another(nights, ope
     notes = Event.objects.filter(kind="note", run__in=[partial, past[1]]).order_by("time")
     assert [(e.who, e.summary) for e in notes] == [
         ("otto-operator", f"Run #{partial.pk} included in the baselines of nightly: budget cut, copies sound"),
-        ("otto-operator", f"Run #{past[1].pk} left out in the baselines of nightly: WAN incident that night"),
+        ("otto-operator", f"Run #{past[1].pk} left out of the baselines of nightly: WAN incident that night"),
     ]
     # Back to the rule: no reason needed, and the earlier reason goes with the choice.
     baseline_choice.choose(past[1], "auto", "", user=operator)
