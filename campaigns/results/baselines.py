@@ -6,11 +6,11 @@ MIN_BASELINE_RUNS. Comparable by the rule: succeeded, not disturbed, not a retry
 re-drives only what another run did not finish, a few files that say nothing of a night).
 An operator may include a partial or disturbed run known to be sound, or leave out a night
 known to be unrepresentative (baseline_choice.py); a retry is never comparable, and is not
-judged. Each figure gets a noise band from
-their spread: the median, and a half-width of a 99 % prediction interval for one more run,
-t(n-1) x sqrt(1 + 1/n) robust standard deviations (1.4826 times the median absolute
-deviation, or 1.2533 times the mean absolute deviation where that is larger: see band). Few runs tell little about their spread: on a real door under a quota, three
-runs of 368, 375 and 403 MB/s (a MAD of 7) were followed by a fourth at 416, 11 % above
+judged. Each figure gets a noise band from their spread: the median, and a half-width of a
+99 % prediction interval for one more run, t(n-1) x sqrt(1 + 1/n) robust standard deviations
+(1.4826 times the median absolute deviation, or 1.2533 times the mean absolute deviation where
+that is larger: see band). Few runs tell little about their spread: on a real door under a
+quota, three runs of 368, 375 and 403 MB/s (a MAD of 7) were followed by a fourth at 416, 11 % above
 their median, and a fixed 3 sigma band called that "better"; Student's t widens the band
 for three runs (11 sigma) and narrows it as the history grows (3.4 sigma for ten). It is
 never narrower than a floor (REL_FLOOR of the median for throughputs and times,
