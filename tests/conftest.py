@@ -1,4 +1,4 @@
-"""Shared fixtures: personas, a log folder, and real worker processes."""
+"""Shared fixtures: personas, a log folder, real worker processes, and where alerts land."""
 
 from __future__ import annotations
 
@@ -116,6 +116,29 @@ def worker(transactional_db, log_dir):
         yield process
     finally:
         process.stop()
+
+
+# -- where alerts land: a real SMTP server and a real webhook server on loopback ---------------------
+@pytest.fixture
+def mailbox(settings):
+    """Django's mail sent to a real SMTP server; .messages keeps what it received."""
+    # Imported here: only the tests that take it load the standard library's deprecated smtpd.
+    from tests.support.alert_servers import smtp_server
+
+    with smtp_server() as server:
+        settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+        settings.EMAIL_HOST, settings.EMAIL_PORT = "127.0.0.1", server.port
+        settings.STORAGEOPS_BASE_URL = "https://storageops.example.org"
+        yield server
+
+
+@pytest.fixture
+def webhook():
+    """A real webhook server: its URL, and the JSON bodies POSTed to it."""
+    from tests.support.alert_servers import webhook_server
+
+    with webhook_server() as hook:
+        yield hook.url, hook.received
 
 
 # -- real XRootD servers on loopback -------------------------------------------------------------

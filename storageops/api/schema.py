@@ -6,6 +6,13 @@ from drf_spectacular.openapi import AutoSchema
 from rest_framework import serializers
 
 ERROR_CODES = ("400", "401", "403", "404", "409")
+# gunicorn refuses a request line longer than its limit_request_line (4094 bytes) itself, as an
+# HTML page, before Django or the API see it: a client sending many or long query values meets it.
+URI_TOO_LONG = {
+    "description": "The URL is longer than the server reads (4094 bytes with the query); refused by the "
+    "web server before the API, so the body is its HTML page, not the error shape.",
+    "content": {"text/html": {"schema": {"type": "string"}}},
+}
 
 
 class ErrorDetail(serializers.Serializer):
@@ -26,4 +33,5 @@ class StorageOpsAutoSchema(AutoSchema):
         responses = super()._get_response_bodies(direction)
         for code in ERROR_CODES:
             responses.setdefault(code, self._get_response_for_code(Error, code, direction=direction))
+        responses.setdefault("414", URI_TOO_LONG)
         return responses

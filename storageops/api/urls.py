@@ -8,6 +8,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerSplitView
 from rest_framework.routers import DefaultRouter
 
+from alerts import api as alerts
 from campaigns.api import views as campaigns
 from collectors.api import views as collectors
 
@@ -24,6 +25,8 @@ router.register("hosts", collectors.HostViewSet)
 router.register("host-tests", collectors.HostTestSeriesViewSet)
 router.register("events", collectors.EventViewSet)
 router.register("samples", collectors.MetricSampleViewSet)
+router.register("alert-subscriptions", alerts.SubscriptionViewSet)
+router.register("alert-deliveries", alerts.DeliveryViewSet)
 
 
 def _public(view):

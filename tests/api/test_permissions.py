@@ -10,6 +10,7 @@ from django.utils import timezone
 from drf_spectacular.generators import SchemaGenerator
 from rest_framework.test import APIClient
 
+from alerts.models import Delivery, Subscription
 from campaigns.models import CampaignSchedule, Endpoint, FtsInstance, ReadinessCheck, Run, Transfer
 from campaigns.runs import scheduling
 from campaigns.runs.planning import campaign_snapshot
@@ -67,6 +68,12 @@ def objects():
         "unscheduled": mock_campaign("matrix-unscheduled"),
         "fts": FtsInstance.objects.create(name="matrix-fts", url="https://fts.test:8446"),
         "readiness": ReadinessCheck.objects.create(endpoint=Endpoint.objects.get(name="matrix-spare")),
+        # Email only: the tests' mail backend (locmem) takes it, so the test action needs no SMTP server.
+        "subscription": (subscription := Subscription.objects.create(name="matrix-alerts", email="ops@example.org")),
+        "spare_subscription": Subscription.objects.create(name="matrix-spare-alerts", email="spare@example.org"),
+        "delivery": Delivery.objects.create(
+            subscription=subscription, kind="regression", campaign=campaign, run=run, subject="matrix", state="sent"
+        ),
     }
 
 
@@ -91,6 +98,8 @@ def _payload(kind: str, objects: dict) -> dict:
         "fts": {"name": "new-fts", "rest_url": "https://fts2.test:8446"},
         "fts_put": {"name": "matrix-fts", "rest_url": "https://fts3.test:8446"},
         "readiness": {"endpoint": objects["spare_endpoint"].pk},
+        "subscriptions": {"name": "new-alerts", "campaign": objects["campaign"].pk, "email": "new@example.org"},
+        "subscription_put": {"name": "matrix-alerts", "kinds": ["stall"], "webhook_url": "https://chat.test/hooks/x"},
     }[kind]
 
 
@@ -159,6 +168,16 @@ MATRIX = [
     ("get", "/api/v1/events/{event}/", None, "viewer", 200),
     ("post", "/api/v1/events/", "events", "operator", 201),
     ("get", "/api/v1/samples/", None, "viewer", 200),
+    ("get", "/api/v1/alert-subscriptions/", None, "viewer", 200),
+    ("post", "/api/v1/alert-subscriptions/", "subscriptions", "admin", 201),
+    ("get", "/api/v1/alert-subscriptions/{subscription}/", None, "viewer", 200),
+    ("put", "/api/v1/alert-subscriptions/{subscription}/", "subscription_put", "admin", 200),
+    ("patch", "/api/v1/alert-subscriptions/{subscription}/", {"active": False}, "admin", 200),
+    ("delete", "/api/v1/alert-subscriptions/{spare_subscription}/", None, "admin", 204),
+    # 200 whether the channels took it or not; the delivery's state says which.
+    ("post", "/api/v1/alert-subscriptions/{subscription}/test/", None, "admin", 200),
+    ("get", "/api/v1/alert-deliveries/", None, "viewer", 200),
+    ("get", "/api/v1/alert-deliveries/{delivery}/", None, "viewer", 200),
     ("get", "/api/schema/", None, "anonymous", 200),
 ]
 

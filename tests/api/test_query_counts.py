@@ -8,6 +8,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from alerts.models import Delivery, Subscription
 from campaigns.models import CampaignSchedule, ReadinessCheck, Run, Transfer
 from campaigns.runs import scheduling
 from collectors.events import log_event
@@ -18,7 +19,8 @@ from tests.support.factories import endpoint, mock_campaign
 pytestmark = pytest.mark.django_db
 
 LISTS = ["backends", "endpoints", "campaigns", "schedules", "fts-instances", "runs", "readiness-checks",
-         "transfers", "hosts", "host-tests", "events", "samples"]  # fmt: skip
+         "transfers", "hosts", "host-tests", "events", "samples", "alert-subscriptions",
+         "alert-deliveries"]  # fmt: skip
 
 
 def add_objects(n: int, tag: str) -> None:
@@ -37,6 +39,10 @@ def add_objects(n: int, tag: str) -> None:
         ReadinessCheck.objects.create(endpoint=endpoint(f"ready-{name}", "root://door:1094//x/"))
         HostTestSeries.objects.create(host=host, tool="dd", params={"tool": "dd"}, repeats=1, byte_budget=1)
         log_event("restart", f"restart {name}", host=host, run=run)
+        team = Subscription.objects.create(name=f"team-{name}", campaign=campaign, email="team@example.org",
+                                           webhook_url="https://chat.test/hooks/secret")  # fmt: skip
+        Delivery.objects.create(subscription=team, kind="regression", campaign=campaign, run=run, host=host,
+                                subject=f"{name} regressed", body="", state="sent")  # fmt: skip
 
 
 def queries(client, path: str) -> int:
