@@ -61,9 +61,11 @@ RUN pip install --no-cache-dir -r /app/requirements.txt \
 COPY . /app
 
 # Static files are collected at build time into $STORAGEOPS_VAR_DIR/static (settings'
-# STATIC_ROOT), where WhiteNoise serves them from. No database or secret is needed for that;
-# the settings fall back to their development defaults during the build only.
-RUN python manage.py collectstatic --noinput \
+# STATIC_ROOT), where WhiteNoise serves them from. No database, broker or secret is needed for
+# that, but the settings insist on being told where they are: the two URLs below are placeholders
+# for the build only (nothing connects to them), and the image's containers get the real ones.
+RUN DATABASE_URL=postgres://build@127.0.0.1:1/unused CELERY_BROKER_URL=redis://127.0.0.1:1/0 \
+    python manage.py collectstatic --noinput \
     && chown -R storageops:storageops /app/var
 
 USER storageops

@@ -13,7 +13,7 @@ from datetime import datetime
 
 from django.db import connection
 
-from collectors.models import Host, MetricSample
+from collectors.models import Host
 
 # What the run and host pages draw, with the unit of each.
 CHART_METRICS = {
@@ -44,7 +44,7 @@ def host_series(
         return {}
     names = dict(Host.objects.filter(pk__in=host_ids).values_list("pk", "name"))
     params = {"w": width, "hosts": host_ids, "metrics": list(metrics), "start": start, "end": end}
-    rows = _rows_sql(params) if connection.vendor == "postgresql" else _rows_python(params)
+    rows = _rows_sql(params)
     out: dict[str, dict[str, list[list[float]]]] = defaultdict(lambda: defaultdict(list))
     for host_id, metric, k, value in rows:
         # The bucket's middle: a mean over the bucket belongs there.
@@ -56,23 +56,6 @@ def _rows_sql(params: dict) -> list[tuple]:
     with connection.cursor() as cursor:
         cursor.execute(_SQL, params)
         return cursor.fetchall()
-
-
-def _rows_python(params: dict) -> list[tuple]:
-    """The same figures for the embedded SQLite database (a demo site's few samples)."""
-    sums: dict[tuple, float] = defaultdict(float)
-    times: dict[tuple, set] = defaultdict(set)
-    samples = (
-        MetricSample.objects.filter(host_id__in=params["hosts"], metric__in=params["metrics"])
-        .filter(time__gte=params["start"], time__lte=params["end"])
-        .exclude(label="lo")
-        .values_list("host_id", "metric", "time", "value")
-    )
-    for host_id, metric, time, value in samples.iterator(chunk_size=10000):
-        key = (host_id, metric, int(time.timestamp() // params["w"]))
-        sums[key] += value
-        times[key].add(time)
-    return [(*key, sums[key] / len(times[key])) for key in sorted(sums)]
 
 
 # Per label (a daemon, a disk, a log pattern), not summed over labels: a host's two disks are
@@ -120,28 +103,12 @@ def labelled_series(
         "end": end,
         "summed": list(SUMMED),
     }
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute(_LABELLED_SQL, params)
-            rows = cursor.fetchall()
-    else:
-        rows = _labelled_rows_python(params)
+    with connection.cursor() as cursor:
+        cursor.execute(_LABELLED_SQL, params)
+        rows = cursor.fetchall()
     out: dict[str, dict[str, list[list[float]]]] = defaultdict(lambda: defaultdict(list))
     for host_id, metric, label, k, value in rows:
         host = names.get(host_id, str(host_id))
         name = f"{host} {label}".strip() if with_host else (label or host)
         out[metric][name].append([(k + 0.5) * width * 1000, value])
     return {metric: dict(series) for metric, series in out.items()}
-
-
-def _labelled_rows_python(params: dict) -> list[tuple]:
-    """The same figures for the embedded SQLite database."""
-    values: dict[tuple, list[float]] = defaultdict(list)
-    samples = (
-        MetricSample.objects.filter(host_id__in=params["hosts"], metric__in=params["metrics"])
-        .filter(time__gte=params["start"], time__lte=params["end"])
-        .values_list("host_id", "metric", "label", "time", "value")
-    )
-    for host_id, metric, label, time, value in samples.iterator(chunk_size=10000):
-        values[(host_id, metric, label, int(time.timestamp() // params["w"]))].append(value)
-    return [(*key, sum(v) if key[1] in params["summed"] else sum(v) / len(v)) for key, v in sorted(values.items())]

@@ -1,8 +1,8 @@
 """StorageOps settings, read from the environment (12-factor).
 
-Unset, everything falls back to embedded defaults that need no server: SQLite and a
-filesystem broker under var/. Set DATABASE_URL and CELERY_BROKER_URL and the same code
-runs on PostgreSQL and Redis.
+One stack everywhere: PostgreSQL (DATABASE_URL) and Redis (CELERY_BROKER_URL), in production,
+CI, the tests, the benchmarks and `make run` alike. `make run` and `make test` start their own
+servers under var/ when these are unset (devsite.launch), before these settings load.
 """
 
 from __future__ import annotations
@@ -89,24 +89,21 @@ TEMPLATES = [
     },
 ]
 
-_DEFAULT_DB = f"sqlite:///{VAR_DIR / 'storageops.sqlite3'}"
+_UNSET_HELP = (
+    "is not set. StorageOps runs on PostgreSQL and Redis only: set DATABASE_URL=postgres://… and "
+    "CELERY_BROKER_URL=redis://…, or start through `make run` / `make test` (python -m devsite.launch -- …), "
+    "which start their own servers under var/."
+)
+if "DATABASE_URL" not in os.environ:
+    raise ImproperlyConfigured(f"DATABASE_URL {_UNSET_HELP}")
 try:
-    DATABASES = {"default": dj_database_url.parse(env_str("DATABASE_URL", _DEFAULT_DB), conn_max_age=60)}
+    DATABASES = {"default": dj_database_url.parse(env_str("DATABASE_URL", ""), conn_max_age=60)}
 except ValueError as exc:
     raise ImproperlyConfigured(f"DATABASE_URL is not a usable database URL: {exc}") from None
-if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
-    # WAL and a busy timeout let the web process, the worker and beat share one file.
-    DATABASES["default"]["OPTIONS"] = {
-        "timeout": 30,
-        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
-        "transaction_mode": "IMMEDIATE",
-    }
-    DATABASES["default"]["CONN_MAX_AGE"] = 0
-    # A file, not memory, so the worker processes a test starts see the test database.
-    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / f"test-{os.getpid()}.sqlite3")}
-else:
-    # Two test sessions on one machine (a developer's and CI's) must not share a test database.
-    DATABASES["default"]["TEST"] = {"NAME": f"test_{DATABASES['default']['NAME']}_{os.getpid()}"}
+if DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
+    raise ImproperlyConfigured("DATABASE_URL must name a PostgreSQL database (postgres://user@host:port/name)")
+# Two test sessions on one machine (a developer's and CI's) must not share a test database.
+DATABASES["default"]["TEST"] = {"NAME": f"test_{DATABASES['default']['NAME']}_{os.getpid()}"}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -186,27 +183,15 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = STORAGEOPS_MAX_REQUEST_BYTES
 STORAGEOPS_MAX_JSON_DEPTH = 32
 
 # --- Celery -------------------------------------------------------------------------------
-_BROKER_DIR = VAR_DIR / "broker"
-CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "filesystem://")
-if CELERY_BROKER_URL.startswith("filesystem://"):
-    _BROKER_DIR.mkdir(parents=True, exist_ok=True)
-    CELERY_BROKER_TRANSPORT_OPTIONS = {
-        "data_folder_in": str(_BROKER_DIR),
-        "data_folder_out": str(_BROKER_DIR),
-        "control_folder": str(VAR_DIR / "broker-control"),
-        "store_processed": False,
-    }
-    (VAR_DIR / "broker-control").mkdir(parents=True, exist_ok=True)
-    _DEFAULT_RESULTS = f"file://{VAR_DIR / 'results'}"
-    (VAR_DIR / "results").mkdir(parents=True, exist_ok=True)
-elif CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
-    # A task that waits for results (a run driver) must outlive Redis' default one-hour
-    # visibility timeout; run recovery is done from the database, not by redelivery.
-    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 12 * 3600}
-    _DEFAULT_RESULTS = CELERY_BROKER_URL
-else:
-    raise ImproperlyConfigured(f"CELERY_BROKER_URL={CELERY_BROKER_URL!r}: use redis://host:port/db or filesystem://")
-CELERY_RESULT_BACKEND = env_str("CELERY_RESULT_BACKEND", _DEFAULT_RESULTS)
+if "CELERY_BROKER_URL" not in os.environ:
+    raise ImproperlyConfigured(f"CELERY_BROKER_URL {_UNSET_HELP}")
+CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "")
+if not CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
+    raise ImproperlyConfigured(f"CELERY_BROKER_URL={CELERY_BROKER_URL!r}: use redis://host:port/db")
+# A task that waits for results (a run driver) must outlive Redis' default one-hour
+# visibility timeout; run recovery is done from the database, not by redelivery.
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 12 * 3600}
+CELERY_RESULT_BACKEND = env_str("CELERY_RESULT_BACKEND", CELERY_BROKER_URL)
 CELERY_RESULT_EXPIRES = 24 * 3600
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]

@@ -6,9 +6,8 @@ from urllib.parse import unquote, urlsplit
 
 from django.core.exceptions import ValidationError
 
-# The widest values the columns hold on every database the product runs on. Django bounds an
-# integer field by the backend's range: PostgreSQL's int4 gives 2^31 - 1, SQLite's nothing short
-# of 2^63, so without these the embedded (SQLite) site would accept what PostgreSQL refuses.
+# The widest values the columns hold (PostgreSQL's int4 and bigint): a value past them is a
+# validation error naming the field, checked before a query, never a database error.
 MAX_INT32 = 2**31 - 1
 MAX_ROW_ID = 2**63 - 1
 

@@ -38,8 +38,6 @@ def _test_database_left_alone_at_the_end(django_db_setup, django_db_blocker):
     yield
     from django.db import connection
 
-    if connection.vendor != "postgresql":
-        return
     others = (
         "SELECT pid, state, left(query, 120) FROM pg_stat_activity "
         "WHERE datname = current_database() AND pid <> pg_backend_pid()"

@@ -113,8 +113,8 @@ _ROW_FIELDS = (
 
 
 def contributions(rows: Iterable[Sequence]) -> dict[tuple, list[float]]:
-    """What `insert_sql` adds, computed row by row (rows as `_ROW_FIELDS`): the embedded SQLite
-    site's writer, and the reference the SQL is tested against."""
+    """What `insert_sql` adds, computed row by row (rows as `_ROW_FIELDS`): the reference the
+    SQL is tested against."""
     acc: dict[tuple, list[float]] = defaultdict(lambda: [0, 0, 0, 0.0, 0.0, 0.0, float("inf"), float("-inf")])
     for run_id, step, src, dst, state, category, moved, duration, started, finished in rows:
         if state not in _RAN or started is None or finished is None:
@@ -142,34 +142,14 @@ def _epoch(value: datetime | float) -> float:
     return value.timestamp() if isinstance(value, datetime) else float(value)
 
 
-def _add_python(rows: Iterable[Sequence]) -> None:
-    for key, (ok, failed, cancelled, moved, busy, dsum, first, last) in contributions(rows).items():
-        run_id, width, k, step, src, dst, category = key
-        bucket, _ = TransferBucket.objects.get_or_create(
-            run_id=run_id, width=width, k=k, step=step, source_endpoint_id=src, destination_endpoint_id=dst,
-            category=category, defaults={"first_start": first, "last_end": last},
-        )  # fmt: skip
-        bucket.files_ok += ok
-        bucket.files_failed += failed
-        bucket.files_cancelled += cancelled
-        bucket.moved += moved
-        bucket.busy += busy
-        bucket.duration_sum += dsum
-        bucket.first_start, bucket.last_end = min(bucket.first_start, first), max(bucket.last_end, last)
-        bucket.save()
-
-
 def add_transfers(ids: Sequence[int]) -> None:
     """Add the final copies among transfer `ids` to their buckets. Call it in the transaction
     that made them final, once per copy: a copy added twice is counted twice."""
     if not ids:
         return
-    if connection.vendor == "postgresql":
-        source = f"(SELECT * FROM {Transfer._meta.db_table} WHERE id = ANY(%s))"  # noqa: S608
-        with connection.cursor() as cursor:
-            cursor.execute(insert_sql(source), [list(ids)])
-        return
-    _add_python(Transfer.objects.filter(id__in=ids).values_list(*_ROW_FIELDS).iterator())
+    source = f"(SELECT * FROM {Transfer._meta.db_table} WHERE id = ANY(%s))"  # noqa: S608
+    with connection.cursor() as cursor:
+        cursor.execute(insert_sql(source), [list(ids)])
 
 
 def rebuild(run_id: int) -> None:
@@ -179,12 +159,9 @@ def rebuild(run_id: int) -> None:
     with transaction.atomic():
         list(Run.objects.select_for_update().filter(pk=run_id).values_list("pk"))
         TransferBucket.objects.filter(run_id=run_id).delete()
-        if connection.vendor == "postgresql":
-            source = f"(SELECT * FROM {Transfer._meta.db_table} WHERE run_id = %s)"  # noqa: S608
-            with connection.cursor() as cursor:
-                # generate_series with row-dependent bounds is estimated at 1,000 rows a copy:
-                # the planner would JIT-compile a query it expects to return billions of rows.
-                cursor.execute("SET LOCAL jit = off")
-                cursor.execute(insert_sql(source), [run_id])
-        else:
-            _add_python(Transfer.objects.filter(run_id=run_id).values_list(*_ROW_FIELDS).iterator())
+        source = f"(SELECT * FROM {Transfer._meta.db_table} WHERE run_id = %s)"  # noqa: S608
+        with connection.cursor() as cursor:
+            # generate_series with row-dependent bounds is estimated at 1,000 rows a copy:
+            # the planner would JIT-compile a query it expects to return billions of rows.
+            cursor.execute("SET LOCAL jit = off")
+            cursor.execute(insert_sql(source), [run_id])

@@ -39,7 +39,7 @@ class Trim:
 def select_runs(run_ids: Sequence[int] = (), campaign_id: int | None = None) -> list[Run]:
     """The runs to compare, in the order asked, or the latest of each backend of a campaign."""
     if run_ids:
-        # An id no database column can hold is simply no run (SQLite raises on it, PostgreSQL not).
+        # An id past bigint is simply no run (not a query that compares it as a numeric).
         storable = [i for i in run_ids if 0 < i <= MAX_ROW_ID]
         found = {r.pk: r for r in Run.objects.select_related("campaign").filter(pk__in=storable)}
         missing = [i for i in run_ids if i not in found]

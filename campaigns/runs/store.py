@@ -21,13 +21,7 @@ from campaigns.runs.engines.base import CopyJob, CopyResult
 from campaigns.runs.planning import PlannedTransfer
 
 _TABLE = Transfer._meta.db_table
-_INSERT_BATCH = 5000
 # The table name is a constant of ours; every value is a bound parameter.
-_RECORD_SQL = (
-    "UPDATE " + _TABLE + " SET state=%s, started_at=%s, finished_at=%s, duration=%s, bytes_transferred=%s, "  # noqa: S608
-    "throughput_bps=%s, error_category=%s, error_code=%s, error_message=%s, source_checksum=%s, "
-    "destination_checksum=%s, copy_mode=%s, transfer_host=%s WHERE id=%s AND executor=%s AND state='active'"
-)
 # The whole batch in one statement, a column a parameter, as arrays; the rows it made final are
 # added to their time buckets by the same statement (buckets.insert_sql reads them as "upd").
 _RECORD_UPDATE_PG = (
@@ -82,37 +76,7 @@ def insert_plan(run_id: int, planned: Iterable[PlannedTransfer], checksums: dict
     `checksums` maps a file size to the known checksum of the source data of that size
     (sources StorageOps generated); it is kept as the transfer's expected source checksum.
     """
-    checksums = checksums or {}
-    if connection.vendor == "postgresql":
-        return _copy_plan(run_id, planned, checksums)
-    count = 0
-    batch: list[Transfer] = []
-    for item in planned:
-        batch.append(
-            Transfer(
-                run_id=run_id,
-                state=TransferState.QUEUED,
-                source_checksum=item.checksum or checksums.get(item.size, ""),
-                **_plan_fields(item),
-            )
-        )
-        if len(batch) >= _INSERT_BATCH:
-            Transfer.objects.bulk_create(batch)
-            count += len(batch)
-            batch.clear()
-    Transfer.objects.bulk_create(batch)
-    return count + len(batch)
-
-
-def _plan_fields(item: PlannedTransfer) -> dict:
-    return {
-        "index": item.index,
-        "source": item.source,
-        "destination": item.destination,
-        "size": item.size,
-        "source_endpoint_id": item.source_endpoint_id,
-        "destination_endpoint_id": item.destination_endpoint_id,
-    }
+    return _copy_plan(run_id, planned, checksums or {})
 
 
 def _copy_plan(run_id: int, planned: Iterable[PlannedTransfer], checksums: dict[int, str]) -> int:
@@ -153,21 +117,9 @@ def claim(run_id: int, limit: int, step: int, executor: str) -> list[CopyJob]:
     """Mark up to `limit` queued transfers active for this executor and return them in order."""
     if limit <= 0:
         return []
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute(_CLAIM_SQL, [step, executor, run_id, limit])
-            rows = sorted(cursor.fetchall(), key=lambda r: r[1])
-    else:
-        due = Q(retry_at__isnull=True) | Q(retry_at__lte=timezone.now())
-        rows = list(
-            Transfer.objects.filter(due, run_id=run_id, state=TransferState.QUEUED)
-            .order_by("index")
-            .values_list("id", "index", "source", "destination", "size", "attempt", "source_checksum")[:limit]
-        )
-        Transfer.objects.filter(id__in=[r[0] for r in rows]).update(
-            state=TransferState.ACTIVE, attempt=F("attempt") + 1, step=step, executor=executor, retry_at=None
-        )
-        rows = [(*r[:5], r[5] + 1, r[6]) for r in rows]
+    with connection.cursor() as cursor:
+        cursor.execute(_CLAIM_SQL, [step, executor, run_id, limit])
+        rows = sorted(cursor.fetchall(), key=lambda r: r[1])
     return [
         CopyJob(id=r[0], index=r[1], source=r[2], destination=r[3], size=r[4], step=step, attempt=r[5], checksum=r[6])
         for r in rows
@@ -189,7 +141,7 @@ def record(
     Returns the counter deltas.
     """
     done = failed = skipped = moved = requeued = 0
-    rows, retrying, final = [], [], []
+    rows, retrying = [], []
     for r in results:
         retry = not r.ok and r.category in RETRYABLE_ERRORS and r.job.attempt <= retries
         if r.ok:
@@ -207,8 +159,6 @@ def record(
         else:
             state = TransferState.FAILED
             failed += 1
-        if not retry:
-            final.append(r.job.id)
         throughput = (r.bytes / r.duration) if r.ok and r.duration > 0 else None
         rows.append(
             (
@@ -240,13 +190,7 @@ def record(
                 bytes_done=F("bytes_done") + moved,
             )
         with connection.cursor() as cursor:
-            if connection.vendor == "postgresql":
-                cursor.execute(_RECORD_SQL_PG, [list(column) for column in zip(*rows, strict=True)])
-            else:
-                cursor.executemany(_RECORD_SQL, rows)
-        if connection.vendor != "postgresql":  # the embedded site: its rows, read back
-            ours = Transfer.objects.filter(id__in=final, executor=executor)
-            buckets.add_transfers(list(ours.values_list("id", flat=True)))
+            cursor.execute(_RECORD_SQL_PG, [list(column) for column in zip(*rows, strict=True)])
         if retrying:
             _keep_attempts(retrying, executor)
     return {"done": done, "failed": failed, "skipped": skipped, "bytes": moved, "requeued": requeued}
@@ -268,14 +212,8 @@ def _attempt(r: CopyResult) -> dict:
 def _keep_attempts(retrying: list[tuple[datetime, dict, int]], executor: str) -> None:
     """Requeued rows: when their retry is due, and the attempt that failed added to their history.
     Retries are rare next to copies, so this is a statement a retry, not a batch."""
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.executemany(_RETRY_SQL_PG, [(at, json.dumps([entry]), pk, executor) for at, entry, pk in retrying])
-        return
-    for at, entry, pk in retrying:
-        row = Transfer.objects.filter(pk=pk, executor=executor, state=TransferState.QUEUED).first()
-        if row is not None:
-            Transfer.objects.filter(pk=pk).update(retry_at=at, history=[*row.history, entry])
+    with connection.cursor() as cursor:
+        cursor.executemany(_RETRY_SQL_PG, [(at, json.dumps([entry]), pk, executor) for at, entry, pk in retrying])
 
 
 def next_retry_at(run_id: int) -> datetime | None:
@@ -295,18 +233,9 @@ def mark_started(run_id: int, executor: str, started: Sequence[tuple[int, float]
     """Give copies under way their start time (epoch seconds), once; returns the rows marked."""
     if not started:
         return 0
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute(
-                _STARTED_SQL_PG, [[pk for pk, _ in started], [_ts(at) for _, at in started], run_id, executor]
-            )
-            return cursor.rowcount
-    marked = 0
-    for pk, at in started:
-        marked += Transfer.objects.filter(
-            pk=pk, run_id=run_id, executor=executor, state=TransferState.ACTIVE, started_at__isnull=True
-        ).update(started_at=_ts(at))
-    return marked
+    with connection.cursor() as cursor:
+        cursor.execute(_STARTED_SQL_PG, [[pk for pk, _ in started], [_ts(at) for _, at in started], run_id, executor])
+        return cursor.rowcount
 
 
 def note_lost_copies(run_id: int, executor: str, lost: Sequence[tuple[int, float | None]], message: str) -> int:
@@ -326,17 +255,9 @@ def note_lost_copies(run_id: int, executor: str, lost: Sequence[tuple[int, float
 
 def requeue_orphans(run_id: int) -> int:
     """Transfers left active by a driver that died go back to the queue to be retried."""
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute(_ORPHANS_SQL_PG, [_ORPHAN_MESSAGE, run_id])
-            return cursor.rowcount
-    # The embedded (SQLite) site: the same rule row by row, in one transaction.
-    with transaction.atomic():
-        orphans = Transfer.objects.filter(run_id=run_id, state=TransferState.ACTIVE)
-        for row in orphans.exclude(started_at=None).only("attempt", "started_at", "history"):
-            lost = {"attempt": row.attempt, "started_at": row.started_at.isoformat(), "category": "driver_lost"}
-            Transfer.objects.filter(pk=row.pk).update(history=[*row.history, {**lost, "message": _ORPHAN_MESSAGE}])
-        return orphans.update(state=TransferState.QUEUED, started_at=None)
+    with connection.cursor() as cursor:
+        cursor.execute(_ORPHANS_SQL_PG, [_ORPHAN_MESSAGE, run_id])
+        return cursor.rowcount
 
 
 def close_remaining(run_id: int, state: str, reason: str) -> int:

@@ -15,8 +15,6 @@ from tests.support.processes import PYTHON, ROOT, ManagedProcess
 def test_database_url() -> str:
     """The URL of the database pytest-django created, for child processes."""
     s = connection.settings_dict
-    if connection.vendor == "sqlite":
-        return f"sqlite:///{s['NAME']}"
     host = s.get("HOST") or "127.0.0.1"
     port = s.get("PORT") or 5432
     auth = s["USER"] + (f":{s['PASSWORD']}" if s.get("PASSWORD") else "") + "@" if s.get("USER") else ""

@@ -94,7 +94,6 @@ def test_sigkilled_worker_mid_run_is_resumed_without_loss(log_dir):
             second.stop()
 
 
-@pytest.mark.skipif(connection.vendor != "postgresql", reason="drops PostgreSQL backends")
 def test_dropped_database_connections_delay_but_lose_nothing(log_dir):
     planned = 3000
     campaign = mock_campaign("dbdrop", dst_query="time=1", file_count=planned, concurrency_steps=[300])
