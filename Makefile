@@ -8,15 +8,19 @@ TEST_WORKERS ?= 3
 
 .PHONY: run test test-stress lint check bench
 
-# runsite stops everything it started on Ctrl-C, SIGTERM, SIGHUP and when make itself is killed;
-# its children die with it even when it is SIGKILLed.
-run:  ## the dashboard, a worker, beat and a demo site with two real XRootD servers and their collectors
-	bash scripts/bootstrap.sh run
-	$(PY) manage.py runsite --exit-with-parent
+# devsite.launch starts the site's own PostgreSQL and Redis under var/ (only those of
+# DATABASE_URL / CELERY_BROKER_URL that are unset), then runs the command beside them.
+# runsite stops everything it started on Ctrl-C, SIGTERM, SIGHUP and when make itself is killed,
+# then the launcher stops PostgreSQL and Redis; all die with it even when it is SIGKILLed.
+LAUNCH := $(PY) -m devsite.launch --exit-with-parent
 
-test:  ## the whole test suite (DATABASE_URL / CELERY_BROKER_URL are used when set)
+run:  ## the dashboard, a worker, beat, a demo site of two real XRootD servers with collectors, two pool clients
+	bash scripts/bootstrap.sh run
+	$(LAUNCH) -- $(PY) manage.py runsite --exit-with-parent
+
+test:  ## the whole test suite (on DATABASE_URL / CELERY_BROKER_URL when set, else on servers of its own)
 	bash scripts/bootstrap.sh test
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
+	$(LAUNCH) --set test -- $(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
 
 test-stress:  ## make test beside one busy process per core, which stop with it (or after STRESS_SECONDS)
 	python3 scripts/stress.py --seconds $(STRESS_SECONDS) -- $(MAKE) test
@@ -26,8 +30,7 @@ lint:
 	.venv/bin/ruff format --check .
 
 check: lint
-	$(PY) manage.py check
-	$(PY) manage.py makemigrations --check --dry-run
+	$(LAUNCH) --set test -- sh -c '$(PY) manage.py check && $(PY) manage.py makemigrations --check --dry-run'
 
 bench:
 	$(PY) benchmarks/engine_scale.py

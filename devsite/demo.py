@@ -1,14 +1,18 @@
-"""The demo site of `make run`: two real XRootD doors registered as two backends, and a
-short demo sweep between them that starts on first launch, so a newcomer sees a real run."""
+"""The demo site of `make run`: two real XRootD doors registered as two backends, a short demo
+sweep between them that starts on first launch, so a newcomer sees a real run, and a client pool
+of two clients with a campaign that uses it, for a newcomer to start a pooled run."""
 
 from __future__ import annotations
 
 from django.db import transaction
 
 from campaigns.models import Backend, Campaign, Endpoint
+from collectors.choices import HostRole
 from collectors.models import Host
 
 DEMO_CAMPAIGN = "demo-sweep"
+DEMO_POOL_CAMPAIGN = "demo-pool"
+DEMO_CLIENTS = ("demo-client1", "demo-client2")
 
 
 @transaction.atomic
@@ -60,3 +64,41 @@ def register_demo_site(
         campaign.sources.set([endpoints[0]])
         campaign.destinations.set([endpoints[1]])
     return campaign
+
+
+@transaction.atomic
+def register_demo_pool(sweep: Campaign) -> list[str]:
+    """Two client hosts (each served by `manage.py client`) and a campaign whose copies they
+    share, between the doors of the demo sweep. Not started: it waits for a newcomer's click.
+    Returns the clients' host names."""
+    clients = [
+        Host.objects.update_or_create(
+            name=name,
+            defaults={
+                "address": "127.0.0.1",
+                "role": HostRole.CLIENT,
+                "notes": "Demo pool client started by make run.",
+            },
+        )[0]
+        for name in DEMO_CLIENTS
+    ]
+    campaign, created = Campaign.objects.get_or_create(
+        name=DEMO_POOL_CAMPAIGN,
+        defaults={
+            "description": "The demo doors' copies shared by a pool of two clients (docs/scale-out.md): "
+            "start it, and the run page's Clients table shows each client's copies.",
+            "create_sources": True,
+            "file_count": 16,
+            "file_size": 16 * 1000**2,
+            "source_file_count": 4,
+            "concurrency_steps": [2, 4],
+            "step_files": 8,
+            "checksum_mode": "both",
+            "timeout": 300,
+        },
+    )
+    if created:
+        campaign.sources.set(sweep.sources.all())
+        campaign.destinations.set(sweep.destinations.all())
+        campaign.clients.set(clients)
+    return [c.name for c in clients]

@@ -9,12 +9,13 @@ cd "$(dirname "$0")/.."
 purpose="${1:-run}"
 
 packages=(python3 python3-venv python3-gfal2 gfal2 gfal2-plugin-file gfal2-plugin-http
-          gfal2-plugin-xrootd gfal2-plugin-gridftp gfal2-plugin-mock xrootd-server xrootd-client openssl util-linux)
+          gfal2-plugin-xrootd gfal2-plugin-gridftp gfal2-plugin-mock xrootd-server xrootd-client openssl util-linux
+          postgresql redis-server)  # the site's own servers when DATABASE_URL / CELERY_BROKER_URL are unset (devsite.launch)
 if [ "$purpose" = test ]; then
     packages+=(docker-compose)  # validates docker-compose.yml (no engine needed)
     packages+=(globus-gridftp-server-progs globus-proxy-utils)  # real gsiftp:// doors with GSI, and the proxy they accept
     packages+=(iproute2 socat)  # client-pool tests: each client in a network namespace on a bridge, database and broker relayed to it
-    packages+=(procps redis-server fio prometheus-node-exporter chromium strace)  # strace: a test checks children are vforked; a test restarts its own redis-server on a free port; host tests, node_exporter scrapes; browser tests (Playwright drives Debian's chromium)
+    packages+=(procps fio prometheus-node-exporter chromium strace)  # strace: a test checks children are vforked; host tests, node_exporter scrapes; browser tests (Playwright drives Debian's chromium)
 fi
 
 missing=()

@@ -1,6 +1,8 @@
-"""`make run`: the dashboard, a worker, beat and a demo site with two real XRootD servers and their collectors.
+"""`make run`: the dashboard, a worker, beat and a demo site with two real XRootD servers and their
+collectors, and two clients of a client pool.
 
-Runs on the embedded defaults unless DATABASE_URL / CELERY_BROKER_URL say otherwise.
+Runs on DATABASE_URL / CELERY_BROKER_URL: `make run` starts it through devsite.launch, which
+points them at the site's own PostgreSQL and Redis under var/ when they are not set.
 Ctrl-C, SIGTERM and SIGHUP (the terminal closed) stop everything this command started, by
 process group; and every child dies with this command even when it is SIGKILLed or killed
 by the OOM killer (devsite.processes: parent-death signal and group guard). Each child's
@@ -24,7 +26,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from campaigns import runs
 from campaigns.runs.versions import xrootd_server_version
-from devsite.demo import register_demo_site
+from devsite.demo import DEMO_POOL_CAMPAIGN, register_demo_pool, register_demo_site
 from devsite.processes import PidFile, set_parent_death_signal
 from devsite.supervisor import SELF, Leftovers, Supervisor, port_in_use, port_owner_text
 from devsite.xrootd_server import XRootDServer, free_port
@@ -134,6 +136,7 @@ class Command(BaseCommand):
         call_command("collectstatic", verbosity=0, interactive=False)
         password = self._admin_password()
         servers: list[XRootDServer] = []
+        clients: list[str] = []
         supervisor = Supervisor(pid_dir, say=self._say)
         try:
             self._check_stop()
@@ -144,6 +147,7 @@ class Command(BaseCommand):
                     xrootd_version=xrootd_server_version(servers[0].root_url),
                     watches={s.name: _door_watches(s) for s in servers},
                 )
+                clients = register_demo_pool(campaign)
             python = sys.executable
             env = dict(os.environ, GFAL_PYTHONBIN="/usr/bin/python3", PYTHONUNBUFFERED="1", PYTHONFAULTHANDLER="1")
             base = str(settings.BASE_DIR)
@@ -161,6 +165,10 @@ class Command(BaseCommand):
                     bind,
                     "--graceful-timeout",
                     str(int(STOP_GRACE) - 1),
+                    # gunicorn's default is one socket in the home folder, shared by every
+                    # instance: a second site beside this one would take it over.
+                    "--control-socket",
+                    str(pid_dir / "gunicorn.ctl"),
                 ],
                 env,
                 base,
@@ -215,6 +223,15 @@ class Command(BaseCommand):
                     env,
                     base,
                 )
+            for client in clients:
+                # The demo pool's clients: a pooled run from the first page (docs/scale-out.md).
+                self._check_stop()
+                supervisor.start(
+                    f"client-{client}",
+                    [python, "manage.py", "client", "--host", client, "--runs", "2", "--loglevel", "warning"],
+                    env,
+                    base,
+                )
             if not no_demo and not campaign.runs.exists():
                 run = runs.start_run(campaign, trigger="demo")
                 self._say(f"Demo run #{run.pk} of {campaign.name} queued.")
@@ -225,6 +242,8 @@ class Command(BaseCommand):
             )
             for server in servers:
                 self._say(f"  demo door {server.name}: {server.root_url_for('/data/demo/')}")
+            if clients:
+                self._say(f"  demo pool: clients {', '.join(clients)}; start campaign {DEMO_POOL_CAMPAIGN} to try it")
             while not self.stopping:
                 exited = supervisor.first_exited()
                 if exited:
