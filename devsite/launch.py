@@ -80,7 +80,8 @@ class Launcher:
         guard_group(self.child.pid)
         returncode = self.child.wait()
         release_group(self.child.pid)
-        return returncode
+        # As a shell reports it: a child killed by signal N is 128 + N (sys.exit takes no negatives).
+        return 128 - returncode if returncode < 0 else returncode
 
     def stop(self) -> None:
         if self.services.running:

@@ -46,6 +46,7 @@ from pathlib import Path
 from devsite.processes import (
     PidFile,
     cmdline,
+    describe,
     dying_with_parent,
     guard_group,
     is_alive,
@@ -61,7 +62,7 @@ ROLE = "storageops"
 #: The launcher's own pid file in the set's pid folder; the services' are ``<name>.pid``.
 LAUNCHER = "launcher"
 #: Unix socket paths are limited to 107 bytes; PostgreSQL's is "<dir>/.s.PGSQL.<port>".
-_SOCKET_PATH_MAX = 100
+_SOCKET_PATH_MAX = 107
 
 
 class ServiceError(RuntimeError):
@@ -227,7 +228,7 @@ class OwnPostgres(_Service):
         self.bin = postgres_bin()
         self.data = dirs.root / "postgres"
         self.password = _secret(dirs.root / "postgres.password")
-        # make test's cluster is thrown away after a crash at worst: no fsync at all there.
+        # make test's cluster may be thrown away after a crash: no flushes at all there.
         self.durable = durable
 
     @property
@@ -237,7 +238,7 @@ class OwnPostgres(_Service):
     def _socket_dir(self) -> str:
         # Under var, never the distribution's /var/run/postgresql; none when var's path is too
         # long for a unix socket (the site connects over TCP anyway).
-        return str(self.data) if len(str(self.data)) + 20 <= _SOCKET_PATH_MAX else ""
+        return str(self.data) if len(f"{self.data}/.s.PGSQL.{self.port}") <= _SOCKET_PATH_MAX else ""
 
     def prepare(self) -> None:
         """initdb once: the role ``storageops`` with our password, UTF-8, C.UTF-8 collation."""
@@ -270,9 +271,8 @@ class OwnPostgres(_Service):
             # The site's web, worker, beat, collectors and clients; a test session's xdist
             # workers, their Celery workers and live servers.
             "max_connections": "300",
-            # A lost last second of commits after a machine crash, never a corrupt cluster.
-            "synchronous_commit": "off",
-            **({} if self.durable else {"fsync": "off", "full_page_writes": "off"}),
+            # make test's cluster holds nothing worth a flush: its test databases go at the end.
+            **({} if self.durable else {"fsync": "off", "full_page_writes": "off", "synchronous_commit": "off"}),
         }
         options = [arg for key, value in settings.items() for arg in ("-c", f"{key}={value}")]
         return [str(self.bin / "postgres"), "-D", str(self.data), "-p", str(self.port), *options]
@@ -309,6 +309,9 @@ class OwnPostgres(_Service):
         if is_alive(pid) and argv[:1] == [str(self.bin / "postgres")] and str(self.data) in argv:
             say(f"A PostgreSQL of this var folder is still running (pid {pid}); stopping it.")
             _stop_pid(pid, self.stop_signal)
+        else:
+            now = f"; the pid is {describe(pid)} now" if is_alive(pid) else ""
+            say(f"Removed the postmaster.pid of a PostgreSQL that is gone (pid {pid}{now}).")
         (self.data / "postmaster.pid").unlink(missing_ok=True)
 
 
@@ -405,13 +408,19 @@ class Services:
 
     def clear_leftovers(self) -> None:
         """Stop what a crashed launcher of this set left running, by its pid files; clear a stale lock."""
+        gone = []
         for path in sorted(self.dirs.pid_dir.glob("*.pid")) if self.dirs.pid_dir.is_dir() else []:
+            if path.stem == LAUNCHER:
+                continue  # the launcher's own, checked and rewritten by it
             record = PidFile.read(path)
-            if record is not None and path.stem != LAUNCHER and record.is_running():
+            if record is not None and record.is_running():
                 self.say(f"An earlier launcher left {record.name} running (pid {record.pid}); stopping it.")
                 _stop_pid(record.pid, OwnPostgres.stop_signal if record.name == "postgres" else signal.SIGTERM)
-            if path.stem != LAUNCHER:
-                path.unlink(missing_ok=True)
+            elif record is not None:
+                gone.append(f"{record.name} (pid {record.pid})")
+            path.unlink(missing_ok=True)
+        if gone:
+            self.say(f"An earlier launcher did not stop cleanly; its {', '.join(gone)} are gone already.")
         if self.postgres is not None:
             self.postgres.clear_stale_lock(self.say)
 
