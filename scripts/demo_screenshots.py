@@ -2,10 +2,10 @@
 
     .venv/bin/python scripts/demo_screenshots.py [--out docs/screenshots] [--wait 240]
 
-Starts `manage.py runsite` on a free loopback port with a throw-away var directory (the
-embedded defaults, as `make run`), logs in through Debian's chromium, waits for the demo run
-to finish and the collectors to have reported, and writes the home page, the demo run page and
-the first door's host page. Stops the site with SIGTERM (what a closed terminal sends).
+Starts `manage.py runsite` on a free loopback port with a throw-away var directory, beside its
+own PostgreSQL and Redis there (devsite.launch, as `make run`), logs in through Debian's
+chromium, waits for the demo run to finish and the collectors to have reported, and writes the
+home page, the demo run page and the first door's host page. Stops the site with SIGTERM (what a closed terminal sends).
 """
 
 from __future__ import annotations
@@ -69,7 +69,8 @@ def main() -> int:
             STORAGEOPS_ADMIN_PASSWORD=PASSWORD,
             GFAL_PYTHONBIN="/usr/bin/python3",
         )
-        argv = [sys.executable, "manage.py", "runsite", "--bind", f"127.0.0.1:{port}"]
+        argv = [sys.executable, "-m", "devsite.launch", "--", sys.executable, "manage.py", "runsite", "--bind",
+                f"127.0.0.1:{port}"]  # fmt: skip
         site = ManagedProcess("runsite", argv, env, Path(tmp), cwd=ROOT).start()
         try:
             _until("the site", lambda: _healthy(base) or site.returncode is not None, 120)

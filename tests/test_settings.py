@@ -33,14 +33,21 @@ def test_env_bool(monkeypatch):
     ("variable", "value", "message"),
     [
         ("CELERY_BROKER_URL", "amqp://guest@127.0.0.1//", "CELERY_BROKER_URL='amqp://guest@127.0.0.1//'"),
+        ("CELERY_BROKER_URL", "filesystem://", "CELERY_BROKER_URL='filesystem://': use redis://host:port/db"),
+        ("CELERY_BROKER_URL", None, "CELERY_BROKER_URL is not set. StorageOps runs on PostgreSQL and Redis only"),
         ("DATABASE_URL", "nosuchdb://x/y", "DATABASE_URL is not a usable database URL"),
+        ("DATABASE_URL", "sqlite:///var/db.sqlite3", "DATABASE_URL must name a PostgreSQL database"),
+        ("DATABASE_URL", None, "DATABASE_URL is not set. StorageOps runs on PostgreSQL and Redis only"),
         ("STORAGEOPS_RUN_LEASE_SECONDS", "1", "STORAGEOPS_RUN_LEASE_SECONDS=1 is below the minimum 5"),
         ("DEBUG", "maybe", "DEBUG='maybe' is not a boolean"),
     ],
 )
 def test_bad_setting_stops_start_up(tmp_path, variable, value, message):
-    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CELERY_BROKER_URL")}
+    # Good URLs for the rest (the database and broker need not answer: `check` connects to neither).
+    env = {**os.environ, "DATABASE_URL": "postgres://u@127.0.0.1:1/db", "CELERY_BROKER_URL": "redis://127.0.0.1:1/0"}
     env.update({"STORAGEOPS_VAR_DIR": str(tmp_path), variable: value})
+    if value is None:
+        del env[variable]
     result = subprocess.run(
         [PYTHON, "manage.py", "check"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
     )

@@ -1,8 +1,10 @@
-"""`make run`'s command: web, worker, beat and two real XRootD doors, up within 60 s on the
-embedded defaults, a demo run going, and everything stopped by Ctrl-C."""
+"""`make run`'s command: its own PostgreSQL and Redis, web, worker, beat, two real XRootD doors and
+two pool clients, up within 60 s, a demo run going, a pooled run started from the web UI copied by
+both clients, and everything stopped by Ctrl-C, the servers last."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -31,14 +33,21 @@ def _get(url: str, opener=None) -> tuple[int, str]:
         return 0, ""
 
 
-def test_runsite_serves_the_dashboard_and_real_doors_then_stops(tmp_path):
+def _post(opener, base: str, path: str, jar: CookieJar, **fields: str):
+    csrf = next(c.value for c in jar if c.name == "csrftoken")
+    data = urllib.parse.urlencode({**fields, "csrfmiddlewaretoken": csrf}).encode()
+    request = urllib.request.Request(f"{base}{path}", data=data, headers={"Referer": f"{base}{path}"})
+    return opener.open(request, timeout=30)
+
+
+def test_runsite_serves_the_dashboard_real_doors_and_a_pool_then_stops(tmp_path, var_dir):
     port = free_port()
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CELERY_BROKER_URL")}
-    env.update({"STORAGEOPS_VAR_DIR": str(tmp_path / "var"), "GFAL_PYTHONBIN": "/usr/bin/python3"})
-    site = ManagedProcess(
-        "runsite", [PYTHON, "manage.py", "runsite", "--bind", f"127.0.0.1:{port}"], env, tmp_path, cwd=ROOT
-    ).start()
+    env.update({"STORAGEOPS_VAR_DIR": str(var_dir), "GFAL_PYTHONBIN": "/usr/bin/python3"})
+    argv = [PYTHON, "-m", "devsite.launch", "--", PYTHON, "manage.py", "runsite", "--bind", f"127.0.0.1:{port}"]
+    site = ManagedProcess("runsite", argv, env, tmp_path, cwd=ROOT).start()
     base = f"http://127.0.0.1:{port}"
+    servers: dict[str, int] = {}
     try:
         started = time.monotonic()
         while time.monotonic() - started < 60 and _get(f"{base}/healthz")[0] != 200:
@@ -46,7 +55,10 @@ def test_runsite_serves_the_dashboard_and_real_doors_then_stops(tmp_path):
             time.sleep(0.5)
         status, body = _get(f"{base}/healthz")
         assert status == 200, site.log_text()[-3000:]
-        assert '"vendor": "sqlite"' in body and '"transport": "filesystem' in body
+        assert '"transport": "redis"' in body, body
+        servers = {p.stem: json.loads(p.read_text())["pid"] for p in (var_dir / "run" / "site").glob("*.pid")}
+        assert set(servers) == {"launcher", "postgres", "redis"}, servers
+        assert (var_dir / "run" / "gunicorn.ctl").exists(), "gunicorn's control socket is the site's own"
         assert _get(f"{base}/login/")[0] == 200
 
         log = site.log_text()
@@ -65,10 +77,7 @@ def test_runsite_serves_the_dashboard_and_real_doors_then_stops(tmp_path):
         jar = CookieJar()
         opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))
         _get(f"{base}/login/", opener.open)
-        csrf = next(c.value for c in jar if c.name == "csrftoken")
-        data = urllib.parse.urlencode({"username": "admin", "password": password, "csrfmiddlewaretoken": csrf})
-        request = urllib.request.Request(f"{base}/login/", data=data.encode(), headers={"Referer": f"{base}/login/"})
-        with opener.open(request, timeout=10) as response:
+        with _post(opener, base, "/login/", jar, username="admin", password=password) as response:
             assert response.status == 200
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline:
@@ -80,25 +89,49 @@ def test_runsite_serves_the_dashboard_and_real_doors_then_stops(tmp_path):
         else:
             raise AssertionError(page[-2000:] + site.log_text()[-3000:])
 
-        # Each demo door has its collector: the hosts page hears from both, none "never seen".
+        # Each demo door has its collector: the hosts page hears from both.
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline:
             status, hosts = _get(f"{base}/hosts/", opener.open)
             assert status == 200
-            if "door1" in hosts and "door2" in hosts and "never seen" not in hosts:
+            if all(re.search(rf">{door}</a></td>[^\n]*\n\s*<td>seen ", hosts) for door in ("door1", "door2")):
                 break
             time.sleep(1)
         else:
             raise AssertionError(hosts[-2000:] + site.log_text()[-3000:])
+
+        # The demo pool, started from its campaign's page as a newcomer would: both clients copy.
+        status, campaigns = _get(f"{base}/campaigns/", opener.open)
+        pool = re.search(r'href="/campaigns/(\d+)/"[^>]*>\s*demo-pool\s*<', campaigns)
+        assert status == 200 and pool, campaigns[-2000:]
+        with _post(opener, base, f"/campaigns/{pool.group(1)}/start/", jar) as response:
+            run_id = re.search(r"/campaigns/runs/(\d+)/$", response.url).group(1)
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:
+            status, text = _get(f"{base}/api/v1/runs/{run_id}/", opener.open)
+            run = json.loads(text)
+            if run["state"] not in ("pending", "running", "stopping"):
+                break
+            time.sleep(1)
+        assert run["state"] == "succeeded" and run["files_done"] == 16, (run, site.log_text()[-3000:])
+        clients = run["summary"]["clients"]
+        assert set(clients) == {"demo-client1", "demo-client2"}, clients
+        assert all(figures["files_ok"] > 0 for figures in clients.values()), clients
+        assert sum(figures["files_ok"] for figures in clients.values()) == 16
     finally:
         if site.returncode is None:
             os.kill(site.pid, signal.SIGINT)  # what Ctrl-C does
             site.proc.wait(timeout=60)
         site.stop()
     assert site.proc.returncode == 0, site.log_text()[-3000:]
-    children = [int(pid) for pid in re.findall(r"started [\w-]+ \(pid (\d+)\)", site.log_text())]
-    assert len(children) == 5  # web, worker, beat, a collector per door
+    log = site.log_text()
+    children = [int(pid) for pid in re.findall(r"started [\w-]+ \(pid (\d+)\)", log)]
+    assert len(children) == 7  # web, worker, beat, a collector per door, two pool clients
     assert not [pid for pid in children if os.path.exists(f"/proc/{pid}")]
+    # PostgreSQL and Redis stop last, once runsite has stopped its children.
+    assert log.index("Stopped in") < log.index("Stopped the own PostgreSQL/Redis"), log[-3000:]
+    assert not [pid for pid in servers.values() if os.path.exists(f"/proc/{pid}")], servers
+    assert not list((var_dir / "run" / "site").glob("*.pid"))
     assert _get(f"{base}/healthz")[0] == 0, "the web server must be gone"
     for _, door_port in doors:
         assert not xroot_ping(int(door_port), timeout=2.0), "the doors must be gone"
