@@ -165,3 +165,29 @@ def test_servers_an_earlier_launcher_left_running_are_stopped_by_the_next(var_di
             later.stop()
     finally:
         earlier.stop()  # reaps what the later start stopped
+
+
+def test_two_launchers_with_their_own_var_folders_run_side_by_side(tmp_path, var_dir):
+    """A second site beside the first (another STORAGEOPS_VAR_DIR): its own servers, and stopping
+    it leaves the first's answering."""
+    launchers, urls = [], []
+    for number in (1, 2):
+        var = var_dir.parent / f"var{number}"
+        argv = [PYTHON, "-m", "devsite.launch", "--", PYTHON, "-c", _CHILD]
+        launcher = ManagedProcess(f"launcher-{number}", argv, _launcher_env(var), tmp_path, cwd=ROOT).start()
+        launchers.append(launcher)
+    try:
+        for launcher in launchers:
+            launcher.wait_for_log("DATABASE_URL", timeout=120)
+            urls.append(json.loads(next(line for line in launcher.log_text().splitlines() if line.startswith("{"))))
+        assert urls[0]["DATABASE_URL"] != urls[1]["DATABASE_URL"]
+        assert urls[0]["CELERY_BROKER_URL"] != urls[1]["CELERY_BROKER_URL"]
+        second = _tree([launchers[1].pid])
+        launchers[1].proc.send_signal(signal.SIGINT)
+        assert launchers[1].proc.wait(timeout=60) == 128 + signal.SIGINT
+        assert _wait_gone(second) == []
+        _answers(urls[0])
+        assert launchers[0].returncode is None
+    finally:
+        for launcher in launchers:
+            launcher.stop()
