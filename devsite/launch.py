@@ -26,6 +26,7 @@ import time
 
 from devsite.processes import PidFile, dying_with_parent, guard_group, release_group, set_parent_death_signal
 from devsite.services import LAUNCHER, ServiceDirs, ServiceError, Services, default_var_dir
+from devsite.supervisor import Leftovers
 
 _FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -109,11 +110,11 @@ def main(argv: list[str] | None = None) -> int:
     launcher = Launcher(services, args.command)
     handlers = {sig: signal.signal(sig, launcher._on_signal) for sig in _FORWARDED}
     pid_file = dirs.pid_dir / f"{LAUNCHER}.pid"
-    earlier = PidFile.read(pid_file)
-    if earlier is not None and earlier.pid != os.getpid() and earlier.is_running():
+    earlier = Leftovers.find(dirs.pid_dir, LAUNCHER)
+    if earlier.supervisor_running:
         _say(
             f"A launcher of the {args.set!r} servers is already running with this var folder "
-            f"({dirs.var_dir}) as pid {earlier.pid}: stop it first, or use another STORAGEOPS_VAR_DIR."
+            f"({dirs.var_dir}) as pid {earlier.supervisor.pid}: stop it first, or use another STORAGEOPS_VAR_DIR."
         )
         return 1
     dirs.pid_dir.mkdir(parents=True, exist_ok=True)

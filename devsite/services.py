@@ -54,6 +54,7 @@ from devsite.processes import (
     signal_session,
     start_time,
 )
+from devsite.supervisor import Leftovers
 from devsite.xrootd_server import SERVER_USER, XRootDServerError, free_port, make_traversable
 
 LOOPBACK = "127.0.0.1"
@@ -408,19 +409,16 @@ class Services:
 
     def clear_leftovers(self) -> None:
         """Stop what a crashed launcher of this set left running, by its pid files; clear a stale lock."""
-        gone = []
-        for path in sorted(self.dirs.pid_dir.glob("*.pid")) if self.dirs.pid_dir.is_dir() else []:
-            if path.stem == LAUNCHER:
-                continue  # the launcher's own, checked and rewritten by it
-            record = PidFile.read(path)
-            if record is not None and record.is_running():
-                self.say(f"An earlier launcher left {record.name} running (pid {record.pid}); stopping it.")
-                _stop_pid(record.pid, OwnPostgres.stop_signal if record.name == "postgres" else signal.SIGTERM)
-            elif record is not None:
-                gone.append(f"{record.name} (pid {record.pid})")
-            path.unlink(missing_ok=True)
-        if gone:
-            self.say(f"An earlier launcher did not stop cleanly; its {', '.join(gone)} are gone already.")
+        leftovers = Leftovers.find(self.dirs.pid_dir, LAUNCHER)
+        for record in leftovers.running:
+            # Each by its own clean stop (PostgreSQL's SIGTERM would wait for its clients to leave).
+            self.say(f"An earlier launcher left {record.name} running (pid {record.pid}); stopping it.")
+            _stop_pid(record.pid, OwnPostgres.stop_signal if record.name == "postgres" else signal.SIGTERM)
+        if leftovers.gone:
+            gone = ", ".join(f"{record.name} (pid {record.pid})" for record in leftovers.gone)
+            self.say(f"An earlier launcher did not stop cleanly; its {gone} are gone already.")
+        for record in [*leftovers.running, *leftovers.gone]:
+            (self.dirs.pid_dir / f"{record.name}.pid").unlink(missing_ok=True)
         if self.postgres is not None:
             self.postgres.clear_stale_lock(self.say)
 

@@ -97,20 +97,22 @@ class Leftovers:
     """The pid files found in a pid directory, sorted by what their processes are now."""
 
     pid_dir: Path
+    #: The name of the supervisor's own pid file (runsite's; devsite.services' launcher has its own folder).
+    supervisor_name: str = SELF
     supervisor: PidFile | None = None
     supervisor_running: bool = False
     running: list[PidFile] = field(default_factory=list)  # children of ours still alive
     gone: list[PidFile] = field(default_factory=list)  # dead, or the pid is another process now
 
     @classmethod
-    def find(cls, pid_dir: Path) -> Leftovers:
-        found = cls(pid_dir)
+    def find(cls, pid_dir: Path, supervisor_name: str = SELF) -> Leftovers:
+        found = cls(pid_dir, supervisor_name)
         for path in sorted(pid_dir.glob("*.pid")) if pid_dir.is_dir() else []:
             record = PidFile.read(path)
             if record is None:
                 path.unlink(missing_ok=True)
                 continue
-            if path.stem == SELF:
+            if path.stem == supervisor_name:
                 found.supervisor = record
                 found.supervisor_running = record.pid != os.getpid() and record.is_running()
             elif record.is_running():

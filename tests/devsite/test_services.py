@@ -182,6 +182,13 @@ def test_two_launchers_with_their_own_var_folders_run_side_by_side(tmp_path, var
             urls.append(json.loads(next(line for line in launcher.log_text().splitlines() if line.startswith("{"))))
         assert urls[0]["DATABASE_URL"] != urls[1]["DATABASE_URL"]
         assert urls[0]["CELERY_BROKER_URL"] != urls[1]["CELERY_BROKER_URL"]
+        # A second launcher on the first's var folder is refused, naming the first.
+        again = subprocess.run([PYTHON, "-m", "devsite.launch", "--", "true"], cwd=ROOT, capture_output=True,
+                               text=True, env=_launcher_env(var_dir.parent / "var1"), timeout=60)  # fmt: skip
+        assert again.returncode == 1
+        assert f"already running with this var folder ({var_dir.parent / 'var1'}) as pid {launchers[0].pid}" in (
+            again.stderr
+        )
         second = _tree([launchers[1].pid])
         launchers[1].proc.send_signal(signal.SIGINT)
         assert launchers[1].proc.wait(timeout=60) == 128 + signal.SIGINT

@@ -167,8 +167,7 @@ class Command(BaseCommand):
                     str(int(STOP_GRACE) - 1),
                     # gunicorn's default is one socket in the home folder, shared by every
                     # instance: a second site beside this one would take it over.
-                    "--control-socket",
-                    str(pid_dir / "gunicorn.ctl"),
+                    *_control_socket(pid_dir / "gunicorn.ctl"),
                 ],
                 env,
                 base,
@@ -290,6 +289,11 @@ class Command(BaseCommand):
             supervisor.watch(name, server.process)
             servers.append(server)
         return servers
+
+
+def _control_socket(path: Path) -> list[str]:
+    """gunicorn's control socket at ``path``; none where the path is too long for a unix socket."""
+    return ["--control-socket", str(path)] if len(str(path)) <= 107 else ["--no-control-socket"]
 
 
 def _door_watches(server: XRootDServer) -> dict:
