@@ -57,6 +57,7 @@ class Launcher:
         self.command = command
         self.child: subprocess.Popen | None = None
         self.stopping: int | None = None
+        self.passed_on = False
 
     def _on_signal(self, signum: int, frame) -> None:
         if self.stopping is None:
@@ -64,6 +65,7 @@ class Launcher:
         if self.child is not None and self.child.poll() is None:
             # A second Ctrl-C is passed on too: runsite then stops without waiting.
             os.kill(self.child.pid, signum)
+            self.passed_on = True
 
     def run(self) -> int:
         services = self.services
@@ -79,6 +81,8 @@ class Launcher:
             dying_with_parent(self.command), env={**os.environ, **services.env()}, start_new_session=True
         )
         guard_group(self.child.pid)
+        if self.stopping is not None and not self.passed_on:  # arrived while the child was being started
+            os.kill(self.child.pid, self.stopping)
         returncode = self.child.wait()
         release_group(self.child.pid)
         # As a shell reports it: a child killed by signal N is 128 + N (sys.exit takes no negatives).
