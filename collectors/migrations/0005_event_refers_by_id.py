@@ -13,8 +13,9 @@ REFERENCES = (("backend", "campaigns.backend"), ("endpoint", "campaigns.endpoint
 
 
 class Migration(migrations.Migration):
+    # No dependency on campaigns (the squashed migration replacing this one would inherit it):
+    # a database running this migration has campaigns' models from collectors 0001's time.
     dependencies = [
-        ("campaigns", "0001_initial"),
         ("collectors", "0004_host_client_role_and_weight"),
     ]
 
