@@ -58,17 +58,18 @@ def _register_with_lower_floors() -> None:
         routes.register_viewset(prefix, f"campaigns.api.views.{name}")
     routes.register_view("compare/", "campaigns.api.views.ComparisonView", "compare")
     # Events name backends, endpoints and runs by id; these turn the ids into objects, in bulk.
-    for kind, model, related in (("backend", Backend, ()), ("endpoint", Endpoint, ()), ("run", Run, ("campaign",))):
-        references.register(kind, _resolver(model, related))
+    references.register("backend", _resolver(Backend.objects.all(), "name", offered=True))
+    references.register("endpoint", _resolver(Endpoint.objects.all(), "name", offered=True))
+    references.register("run", _resolver(Run.objects.select_related("campaign"), "campaign__name", offered=False))
 
 
-def _resolver(model, related: tuple[str, ...]):
+def _resolver(objects, name_field: str, offered: bool):
+    """Ids to objects in one query; a name to ids (a run by its campaign's name); the choices
+    of the event form (backends and endpoints, by name; runs are never offered)."""
     from collectors.references import Resolver
 
-    objects = model.objects.select_related(*related)
-    named = "campaign__name" if model.__name__ == "Run" else "name"
     return Resolver(
         by_ids=lambda ids: objects.in_bulk(ids),
-        ids_named=lambda name: list(model.objects.filter(**{named: name}).values_list("pk", flat=True)),
-        choices=lambda: [(o.pk, str(o)) for o in model.objects.order_by("name")] if named == "name" else [],
+        ids_named=lambda name: list(objects.filter(**{name_field: name}).values_list("pk", flat=True)),
+        choices=lambda: [(o.pk, str(o)) for o in objects.order_by("name")] if offered else [],
     )

@@ -8,7 +8,6 @@ from __future__ import annotations
 from campaigns.choices import ACTIVE_RUN_STATES
 from campaigns.models import Run
 from collectors.models import Event, Host
-from collectors.references import attach
 
 
 def home_context() -> dict:
@@ -16,6 +15,6 @@ def home_context() -> dict:
     return {
         "live_runs": list(runs.filter(state__in=ACTIVE_RUN_STATES)[:20]),
         "recent_runs": list(runs.exclude(state__in=ACTIVE_RUN_STATES)[:10]),
-        "events": attach(Event.objects.select_related("host")[:15]),
+        "events": list(Event.objects.select_related("host")[:15]),
         "hosts": list(Host.objects.all()[:50]),
     }

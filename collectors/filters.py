@@ -20,6 +20,7 @@ class EventFilter(django_filters.FilterSet):
     run = django_filters.NumberFilter(field_name="run_id", label="Run (id)")
     backend__name = django_filters.CharFilter(method="_named", label="Backend name")
     endpoint__name = django_filters.CharFilter(method="_named", label="Endpoint name")
+    run__name = django_filters.CharFilter(method="_named", label="Run's campaign name")
     time__gte = django_filters.IsoDateTimeFilter(field_name="time", lookup_expr="gte", label="From")
     time__lte = django_filters.IsoDateTimeFilter(field_name="time", lookup_expr="lte", label="Until")
 

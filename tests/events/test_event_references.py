@@ -77,6 +77,7 @@ def test_an_event_outlives_the_run_and_backend_it_names(named, viewer, client):
         (lambda n: "backend__name=dcache-tape", ["elsewhere"]),
         (lambda n: f"endpoint__name={n['source'].name}", ["event"]),
         (lambda n: "backend__name=no-such-backend", []),
+        (lambda n: "run__name=refs", ["event"]),
     ],
 )
 def test_events_filter_by_id_and_by_name(named, viewer, query, expected):
