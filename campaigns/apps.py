@@ -26,3 +26,50 @@ class CampaignsConfig(AppConfig):
         post_delete.connect(
             _schedule_deleted, sender="campaigns.CampaignSchedule", dispatch_uid="campaigns-schedule-task"
         )
+        _register_with_lower_floors()
+
+
+# The API's viewsets (storageops.api.routes), by dotted path: imported when a URL is resolved.
+API_VIEWSETS = {
+    "backends": "BackendViewSet",
+    "endpoints": "EndpointViewSet",
+    "campaigns": "CampaignViewSet",
+    "schedules": "CampaignScheduleViewSet",
+    "fts-instances": "FtsInstanceViewSet",
+    "runs": "RunViewSet",
+    "readiness-checks": "ReadinessCheckViewSet",
+    "transfers": "TransferViewSet",
+}
+
+
+def _register_with_lower_floors() -> None:
+    """What storageops and collectors, below campaigns, learn of it: they import no campaigns
+    code, campaigns fills their registries (NetBox's register_* idea)."""
+    from campaigns.metrics import RunsCollector
+    from campaigns.models import Backend, Campaign, Endpoint, FtsInstance, Run
+    from collectors import references
+    from storageops import changelog, metrics, retention
+    from storageops.api import routes
+
+    changelog.register(Backend, Endpoint, Campaign, FtsInstance)
+    metrics.register("campaigns", RunsCollector())
+    retention.register("campaigns", "campaigns.results.retention.apply_retention")
+    for prefix, name in API_VIEWSETS.items():
+        routes.register_viewset(prefix, f"campaigns.api.views.{name}")
+    routes.register_view("compare/", "campaigns.api.views.ComparisonView", "compare")
+    # Events name backends, endpoints and runs by id; these turn the ids into objects, in bulk.
+    references.register("backend", _resolver(Backend.objects.all(), "name", offered=True))
+    references.register("endpoint", _resolver(Endpoint.objects.all(), "name", offered=True))
+    references.register("run", _resolver(Run.objects.select_related("campaign"), "campaign__name", offered=False))
+
+
+def _resolver(objects, name_field: str, offered: bool):
+    """Ids to objects in one query; a name to ids (a run by its campaign's name); the choices
+    of the event form (backends and endpoints, by name; runs are never offered)."""
+    from collectors.references import Resolver
+
+    return Resolver(
+        by_ids=lambda ids: objects.in_bulk(ids),
+        ids_named=lambda name: list(objects.filter(**{name_field: name}).values_list("pk", flat=True)),
+        choices=lambda: [(o.pk, str(o)) for o in objects.order_by("name")] if offered else [],
+    )

@@ -20,7 +20,8 @@ class MetricSampleAdmin(admin.ModelAdmin):
 
 @admin.register(Event)
 class EventAdmin(admin.ModelAdmin):
-    list_display = ["time", "kind", "source", "host", "backend", "endpoint", "who", "summary"]
+    # Backends, endpoints and runs are campaigns' objects, named here by id (collectors.references).
+    list_display = ["time", "kind", "source", "host", "backend_id", "endpoint_id", "run_id", "who", "summary"]
     list_filter = ["kind", "source"]
     search_fields = ["summary", "detail", "who"]
-    raw_id_fields = ["run", "user"]
+    raw_id_fields = ["user"]

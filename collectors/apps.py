@@ -8,6 +8,17 @@ class CollectorsConfig(AppConfig):
 
     def ready(self) -> None:
         from collectors import grafana
-        from collectors.models import Event
+        from collectors.metrics import HostsCollector
+        from collectors.models import Event, Host
+        from storageops import changelog, metrics
+        from storageops.api import routes
 
         post_save.connect(grafana.on_event_saved, sender=Event, dispatch_uid="collectors-grafana-push")
+        # storageops imports no app: collectors fills its registries.
+        changelog.register(Host)
+        metrics.register("collectors", HostsCollector())
+        for prefix, name in (
+            ("hosts", "HostViewSet"), ("host-tests", "HostTestSeriesViewSet"), ("events", "EventViewSet"),
+            ("samples", "MetricSampleViewSet"),
+        ):  # fmt: skip
+            routes.register_viewset(prefix, f"collectors.api.views.{name}")

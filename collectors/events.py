@@ -1,4 +1,8 @@
-"""The one way events enter the change & restart log, whatever their source."""
+"""The one way events enter the change & restart log, whatever their source.
+
+The backend, endpoint and run an event is about are stored by id (collectors.references):
+pass the objects, as always, or their ids.
+"""
 
 from __future__ import annotations
 
@@ -31,10 +35,14 @@ def log_event(
         source=source,
         time=time or timezone.now(),
         host=host,
-        backend=backend,
-        endpoint=endpoint,
-        run=run,
+        backend_id=_id(backend),
+        endpoint_id=_id(endpoint),
+        run_id=_id(run),
         user=user,
         who=who,
         detail=detail,
     )
+
+
+def _id(obj) -> int | None:
+    return obj if obj is None or isinstance(obj, int) else obj.pk

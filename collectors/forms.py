@@ -5,8 +5,7 @@ from __future__ import annotations
 from django import forms
 from django.utils import timezone
 
-from campaigns.models import Backend, Endpoint
-from collectors import hosttest_series
+from collectors import hosttest_series, references
 from collectors.choices import EventKind
 from collectors.models import Host
 
@@ -22,8 +21,15 @@ class EventForm(forms.Form):
         initial=timezone.now, help_text="When it happened (defaults to now).", widget=forms.DateTimeInput()
     )
     host = forms.ModelChoiceField(Host.objects.all(), required=False)
-    backend = forms.ModelChoiceField(Backend.objects.all(), required=False)
-    endpoint = forms.ModelChoiceField(Endpoint.objects.all(), required=False)
+    # Backends and endpoints belong to campaigns, above: their choices come from its resolvers.
+    backend = forms.TypedChoiceField(
+        choices=lambda: [("", "---------"), *references.choices("backend")], coerce=int, required=False,
+        empty_value=None,
+    )  # fmt: skip
+    endpoint = forms.TypedChoiceField(
+        choices=lambda: [("", "---------"), *references.choices("endpoint")], coerce=int, required=False,
+        empty_value=None,
+    )  # fmt: skip
     summary = forms.CharField(max_length=300, help_text='e.g. "raised xrootd.chksum max 16 -> 48 on door2"')
     detail = forms.CharField(widget=forms.Textarea(attrs={"rows": 4}), required=False, max_length=65536)
 

@@ -18,6 +18,7 @@ from celery import shared_task
 from django.conf import settings
 from django.db import transaction
 
+from collectors import references
 from collectors.models import Event
 
 log = logging.getLogger(__name__)
@@ -34,6 +35,7 @@ def _ms(value) -> int:
 
 
 def tags(event: Event) -> list[str]:
+    _attach(event)
     out = [f"site:{settings.STORAGEOPS_SITE_NAME}", f"kind:{event.kind}"]
     if event.host_id:
         out.append(f"host:{event.host.name}")
@@ -50,12 +52,20 @@ def tags(event: Event) -> list[str]:
     return out
 
 
+def _attach(event: Event) -> None:
+    # An event alone (push, a test) gets its objects here; a page of them is attached at once.
+    if "run" not in vars(event):
+        references.attach([event])
+
+
 def _judgement(event: Event) -> dict:
     return (event.run.summary or {}).get("judgement") or {} if event.run_id else {}
 
 
 def annotation(event: Event) -> dict:
-    """The annotation of an event in the shape of Grafana's POST /api/annotations."""
+    """The annotation of an event in the shape of Grafana's POST /api/annotations (its
+    backend, endpoint and run attached by collectors.references.attach)."""
+    _attach(event)
     data = {"time": _ms(event.time), "tags": tags(event), "text": event.summary}
     if event.kind == "run_end" and (headline := _judgement(event).get("headline")):
         # The run against its own history, where the dashboards are: "Throughput regressed 23 %…".
@@ -91,9 +101,9 @@ def push(event: Event) -> int:
 
 def datasource_annotations(start, end, tag_filter: list[str] | None = None, limit: int = 1000) -> list[dict]:
     """Events between start and end in the JSON datasource's annotation shape."""
-    events = Event.objects.filter(time__gte=start, time__lte=end).select_related("host", "backend", "endpoint", "run")
+    events = Event.objects.filter(time__gte=start, time__lte=end).select_related("host")
     out = []
-    for event in events.order_by("time")[:limit]:
+    for event in references.attach(events.order_by("time")[:limit]):
         item = annotation(event)
         if tag_filter and not set(tag_filter) <= set(item["tags"]):
             continue
@@ -111,8 +121,8 @@ def datasource_annotations(start, end, tag_filter: list[str] | None = None, limi
     time_limit=150,
 )
 def push_task(event_id: int) -> int:
-    event = Event.objects.select_related("host", "backend", "endpoint", "run").filter(pk=event_id).first()
-    return push(event) if event else 0
+    event = Event.objects.select_related("host").filter(pk=event_id).first()
+    return push(references.attach([event])[0]) if event else 0
 
 
 def on_event_saved(sender, instance: Event, created: bool, raw: bool = False, **kwargs) -> None:

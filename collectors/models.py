@@ -150,13 +150,13 @@ class Event(models.Model):
     kind = models.CharField(max_length=20, choices=choices.EventKind.choices)
     source = models.CharField(max_length=12, choices=choices.EventSource.choices, default="operator")
     host = models.ForeignKey(Host, null=True, blank=True, on_delete=models.SET_NULL, related_name="events")
-    backend = models.ForeignKey(
-        "campaigns.Backend", null=True, blank=True, on_delete=models.SET_NULL, related_name="events"
-    )
-    endpoint = models.ForeignKey(
-        "campaigns.Endpoint", null=True, blank=True, on_delete=models.SET_NULL, related_name="events"
-    )
-    run = models.ForeignKey("campaigns.Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="events")
+    # The backend, endpoint and run an event is about, by id and without a foreign key (as
+    # NetBox's journal refers to objects): the apps above collectors own those models, and the
+    # log keeps what happened after they are deleted (pages show "#12 (deleted)").
+    # collectors.references turns the ids into objects, in bulk, through resolvers they register.
+    backend_id = models.BigIntegerField(null=True, blank=True, db_index=True)
+    endpoint_id = models.BigIntegerField(null=True, blank=True, db_index=True)
+    run_id = models.BigIntegerField(null=True, blank=True, db_index=True)
     user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     who = models.CharField(max_length=150, blank=True, help_text="Who, kept even if the user is deleted.")
     summary = models.CharField(max_length=300)

@@ -13,7 +13,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_POST
 from django.views.generic import DetailView, ListView
 
-from collectors import hosttest_series
+from collectors import hosttest_series, references
 from collectors.choices import DISTURBING_KINDS
 from collectors.events import log_event
 from collectors.filters import EventFilter
@@ -46,7 +46,7 @@ class HostDetailView(DetailView):
             if window.highlight
             else urlencode({"range": window.range})
         )
-        context["events"] = Event.objects.filter(host=self.object).select_related("run")[:20]
+        context["events"] = references.attach(Event.objects.filter(host=self.object).select_related("host")[:20])
         context["test_form"] = HostTestForm()
         context["test_series"] = self.object.test_series.all()[:10]
         return context
@@ -91,13 +91,15 @@ class EventListView(ListView):
     def get_queryset(self):
         self.filterset = EventFilter(
             self.request.GET or None,
-            queryset=Event.objects.select_related("host", "backend", "endpoint", "run", "run__campaign"),
+            queryset=Event.objects.select_related("host"),
         )
         return self.filterset.qs if self.filterset.is_bound and self.filterset.is_valid() else self.filterset.queryset
 
     def get_context_data(self, **kwargs):
         context = super().get_context_data(**kwargs)
         context["filter"] = self.filterset
+        # The page's events only: their backends, endpoints and runs in one query a kind.
+        context["object_list"] = references.attach(context["object_list"])
         query = self.request.GET.copy()
         query.pop("page", None)
         context["query"] = query.urlencode()

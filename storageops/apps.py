@@ -18,9 +18,6 @@ class StorageOpsConfig(AppConfig):
     verbose_name = "StorageOps"
 
     def ready(self) -> None:
-        from campaigns.models import Backend, Campaign, Endpoint, FtsInstance
-        from collectors.models import Host
-        from storageops import changelog
-
+        # The apps register their models for the change log, their /metrics figures, their API
+        # viewsets and their retention in their own ready(): storageops imports no app.
         post_migrate.connect(_after_migrate, sender=self, dispatch_uid="storageops-after-migrate")
-        changelog.register(Backend, Endpoint, Host, Campaign, FtsInstance)

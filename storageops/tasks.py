@@ -16,6 +16,6 @@ def ping(payload: str = "") -> dict:
 
 @shared_task(name="storageops.retention", soft_time_limit=3000, time_limit=3300)
 def retention() -> dict:
-    from campaigns.results.retention import apply_retention
+    from storageops import retention as passes
 
-    return apply_retention()
+    return passes.apply()

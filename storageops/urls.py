@@ -1,14 +1,14 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
-from django.contrib.auth.decorators import login_not_required
 from django.urls import include, path
 
-from collectors.api_grafana import GrafanaAnnotations
 from storageops import metrics, token_views, views
 from storageops.access import role_not_required
 
+# The apps' pages are included by dotted name, as ROOT_URLCONF and INSTALLED_APPS name modules:
+# Django imports them when it first resolves a URL, and storageops imports no app.
 urlpatterns = [
-    path("", views.home, name="home"),
+    path("", include("campaigns.home_urls")),
     path("healthz", views.healthz, name="healthz"),
     path("metrics", metrics.metrics, name="metrics"),
     path("tokens/", token_views.token_list, name="tokens"),
@@ -17,7 +17,7 @@ urlpatterns = [
     path("logout/", role_not_required(auth_views.LogoutView.as_view()), name="logout"),
     path("admin/", admin.site.urls),
     # DRF answers 401/403 itself: no login redirect for machine clients.
-    path("api/v1/grafana/annotations", login_not_required(GrafanaAnnotations.as_view()), name="grafana_annotations"),
+    path("api/v1/grafana/", include("collectors.grafana_urls")),
     path("api/", include("storageops.api.urls")),
     path("campaigns/", include("campaigns.urls")),
     path("hosts/", include("collectors.urls")),

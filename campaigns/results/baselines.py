@@ -46,6 +46,7 @@ from campaigns.results.parameters import parameters
 from campaigns.results.scope import run_window
 from collectors.choices import DISTURBING_KINDS
 from collectors.models import Event
+from collectors.references import attach
 
 BASELINE_RUNS = 10
 MIN_BASELINE_RUNS = 3
@@ -253,13 +254,13 @@ def suspects(run: Run, since: datetime) -> list[dict]:
     until = window[1] if window else (run.finished_at or run.created)
     events = (
         Event.objects.filter(touching(run), kind__in=DISTURBING_KINDS, time__gt=since, time__lte=until)
-        .select_related("host", "backend", "endpoint")
+        .select_related("host")
         .order_by("-time")[:SUSPECTS]
     )
     return [
         {"event": e.pk, "time": e.time.isoformat(), "kind": e.kind, "summary": e.summary,
          "where": where.name if (where := e.host or e.endpoint or e.backend) else "site"}
-        for e in events
+        for e in attach(events)
     ]  # fmt: skip
 
 

@@ -32,15 +32,15 @@ def scope_events(run: Run, margin: timedelta = timedelta(0), kinds: tuple | None
     in_window = Q(time__gte=window[0] - margin, time__lte=window[1] + margin) & touching(run)
     # Without a kind filter the run's own start and end count too: they are logged a moment
     # outside its window.
-    selected = in_window & Q(kind__in=kinds) if kinds is not None else in_window | Q(run=run)
-    return Event.objects.filter(selected).select_related("host", "backend", "endpoint").order_by("time")
+    selected = in_window & Q(kind__in=kinds) if kinds is not None else in_window | Q(run_id=run.pk)
+    return Event.objects.filter(selected).select_related("host").order_by("time")
 
 
 def touching(run: Run) -> Q:
     """Events of the run's hosts, backends or endpoints, and site-wide ones."""
     scope = run_scope(run)
-    site_wide = Q(host__isnull=True, backend__isnull=True, endpoint__isnull=True, run__isnull=True)
-    return Q(host__in=scope.hosts) | Q(backend__in=scope.backends) | Q(endpoint__in=scope.endpoints) | site_wide
+    site_wide = Q(host__isnull=True, backend_id__isnull=True, endpoint_id__isnull=True, run_id__isnull=True)
+    return Q(host__in=scope.hosts) | Q(backend_id__in=scope.backends) | Q(endpoint_id__in=scope.endpoints) | site_wide
 
 
 def disturbing_events(run: Run, margin: timedelta = timedelta(0)) -> QuerySet[Event]:

@@ -128,7 +128,7 @@ class RunDriver:
                 state=run.state, started_at=run.started_at, versions=run.versions
             )
         # A driver that died in its preparation is followed by another: one start on the record.
-        if not Event.objects.filter(run=run, kind=EventKind.RUN_START).exists():
+        if not Event.objects.filter(run_id=run.pk, kind=EventKind.RUN_START).exists():
             log_event("run_start", f"Run {run} started ({run.planned_files} files)", run=run)
 
     def _list_existing(self, run: Run) -> None:

@@ -9,17 +9,18 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import permission_required
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.db.models import Count, OuterRef, Prefetch, Q, Subquery
+from django.db.models import OuterRef, Prefetch, Q, Subquery
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 from django.views.generic import DetailView, ListView
 
-from alerts.models import Subscription
 from campaigns import editing, readiness, runs
+from campaigns.dashboard import home_context
 from campaigns.models import Backend, Campaign, CampaignSchedule, Endpoint, ReadinessCheck, Run
 from campaigns.results.history import campaign_history
 from campaigns.runs import scheduling
+from campaigns.web import campaign_extras
 from campaigns.web.forms import CampaignForm, CampaignScheduleForm, CloneForm, ReadinessForm
 from collectors.models import Event
 
@@ -57,9 +58,8 @@ class CampaignDetailView(DetailView):
         # Sites run a functional check before any stress test: offered for the endpoints without one.
         endpoints = [*self.object.sources.all(), *self.object.destinations.all()]
         context["unchecked_endpoints"] = readiness.unchecked(list(dict.fromkeys(endpoints)))
-        context["alert_counts"] = Subscription.objects.filter(active=True).aggregate(
-            own=Count("pk", filter=Q(campaign=self.object)), site=Count("pk", filter=Q(campaign__isnull=True))
-        )
+        # What the apps above campaigns add (alerts' subscription counts), by registry.
+        context.update(campaign_extras.context(self.object))
         return context
 
 
@@ -186,3 +186,8 @@ def campaign_schedule(request: HttpRequest, pk: int) -> HttpResponse:
     response = render(request, "campaigns/partials/campaign_schedule.html", context, status=400 if refused else 200)
     response["Vary"] = "HX-Request"
     return response
+
+
+def home(request: HttpRequest) -> HttpResponse:
+    """The home page, "/": live and recent runs, the last events, collector health."""
+    return render(request, "home.html", home_context())

@@ -3,6 +3,7 @@ from __future__ import annotations
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from collectors import references
 from collectors.choices import EventSource
 from collectors.models import Event, Host, HostTestResult, HostTestSeries, MetricSample
 from storageops.api.base import BaseModelSerializer
@@ -35,7 +36,21 @@ class HostSerializer(BaseModelSerializer):
         read_only_fields = ["collector_version", "last_seen", "created", "last_updated"]
 
 
+REFERENCE_IDS = {f"{kind}_id" for kind in references.KINDS}
+
+
+def _reference(kind: str) -> serializers.IntegerField:
+    return serializers.IntegerField(
+        source=f"{kind}_id", required=False, allow_null=True, help_text=f"The id of the {kind} the event is about."
+    )
+
+
 class EventSerializer(BaseModelSerializer):
+    # By id (collectors.references): the objects belong to the app above collectors.
+    backend = _reference("backend")
+    endpoint = _reference("endpoint")
+    run = _reference("run")
+
     class Meta:
         model = Event
         route = "events"
@@ -57,11 +72,25 @@ class EventSerializer(BaseModelSerializer):
         ]
         read_only_fields = ["source", "who", "created"]
 
+    def _existing(self, kind: str, pk: int | None) -> int | None:
+        if pk is not None and isinstance(references.resolve(kind, [pk])[pk], references.Deleted):
+            raise serializers.ValidationError(f'Invalid pk "{pk}" - object does not exist.')
+        return pk
+
+    def validate_backend(self, pk: int | None) -> int | None:
+        return self._existing("backend", pk)
+
+    def validate_endpoint(self, pk: int | None) -> int | None:
+        return self._existing("endpoint", pk)
+
+    def validate_run(self, pk: int | None) -> int | None:
+        return self._existing("run", pk)
+
     def create(self, validated_data):
         from collectors.events import log_event
 
         request = self.context["request"]
-        data = dict(validated_data)
+        data = {key.removesuffix("_id") if key in REFERENCE_IDS else key: v for key, v in validated_data.items()}
         return log_event(data.pop("kind"), data.pop("summary"), source=EventSource.API, user=request.user, **data)
 
 

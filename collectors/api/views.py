@@ -79,7 +79,7 @@ class HostTestSeriesViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, vi
 
 
 class EventViewSet(mixins.CreateModelMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
-    queryset = Event.objects.select_related("host", "backend", "endpoint", "run")
+    queryset = Event.objects.select_related("host")
     serializer_class = EventSerializer
     permission_classes = [RolePermission]
     filterset_class = EventFilter

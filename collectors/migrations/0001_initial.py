@@ -13,8 +13,11 @@ import storageops.validators
 class Migration(migrations.Migration):
     initial = True
 
+    # It named ("campaigns", "0001_initial") when Event had foreign keys to campaigns' models.
+    # The dependency goes (its operations stay as they were): the squashed 0001_squashed_0005
+    # that replaces it inherits its dependencies, and with this one collectors' schema would
+    # loop with campaigns' again. A database that applied this migration has campaigns 0001 too.
     dependencies = [
-        ("campaigns", "0001_initial"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

@@ -8,25 +8,12 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerSplitView
 from rest_framework.routers import DefaultRouter
 
-from alerts import api as alerts
-from campaigns.api import views as campaigns
-from collectors.api import views as collectors
+from storageops.api import routes
 
+# The apps registered their viewsets in their AppConfig.ready() (storageops.api.routes).
 router = DefaultRouter()
-router.register("backends", campaigns.BackendViewSet)
-router.register("endpoints", campaigns.EndpointViewSet)
-router.register("campaigns", campaigns.CampaignViewSet)
-router.register("schedules", campaigns.CampaignScheduleViewSet)
-router.register("fts-instances", campaigns.FtsInstanceViewSet)
-router.register("runs", campaigns.RunViewSet)
-router.register("readiness-checks", campaigns.ReadinessCheckViewSet)
-router.register("transfers", campaigns.TransferViewSet)
-router.register("hosts", collectors.HostViewSet)
-router.register("host-tests", collectors.HostTestSeriesViewSet)
-router.register("events", collectors.EventViewSet)
-router.register("samples", collectors.MetricSampleViewSet)
-router.register("alert-subscriptions", alerts.SubscriptionViewSet)
-router.register("alert-deliveries", alerts.DeliveryViewSet)
+for prefix, viewset in routes.viewsets():
+    router.register(prefix, viewset)
 
 
 def _public(view):
@@ -40,7 +27,7 @@ for pattern in router.urls:
 _inline_styles = csp_update({"style-src": ["'unsafe-inline'"], "worker-src": ["'self'", "blob:"]})
 
 urlpatterns = [
-    path("v1/compare/", _public(campaigns.ComparisonView.as_view()), name="compare"),
+    *(path(f"v1/{route}", _public(view.as_view()), name=name) for route, view, name in routes.views()),
     path("v1/", include(router.urls)),
     path("schema/", _public(SpectacularAPIView.as_view()), name="schema"),
     # The split view serves its start-up script as a file, so the Content-Security-Policy needs

@@ -38,7 +38,7 @@ def add_objects(n: int, tag: str) -> None:
         scheduling.save_schedule(CampaignSchedule(campaign=campaign, kind="interval", interval_minutes=60))
         ReadinessCheck.objects.create(endpoint=endpoint(f"ready-{name}", "root://door:1094//x/"))
         HostTestSeries.objects.create(host=host, tool="dd", params={"tool": "dd"}, repeats=1, byte_budget=1)
-        log_event("restart", f"restart {name}", host=host, run=run)
+        log_event("restart", f"restart {name}", host=host, run=run, backend=source.backend, endpoint=source)
         team = Subscription.objects.create(name=f"team-{name}", campaign=campaign, email="team@example.org",
                                            webhook_url="https://chat.test/hooks/secret")  # fmt: skip
         Delivery.objects.create(subscription=team, kind="regression", campaign=campaign, run=run, host=host,

@@ -89,7 +89,7 @@ def test_a_run_deletes_exactly_its_files_at_its_end(xrootd_pair):
     assert xrdfs_ls(door1, sources_dir) == sorted(["shared.dat", f"run-{run.pk}0-sources"])
     for path in source_survivors:
         assert door1.local_path(path).read_bytes() == b"keep me", path
-    event = Event.objects.get(run=run, summary__startswith="Clean-up")
+    event = Event.objects.get(run_id=run.pk, summary__startswith="Clean-up")
     assert "6 files deleted" in event.summary and "6 source files deleted" in event.summary
 
 
@@ -120,7 +120,7 @@ def test_paths_outside_the_run_folder_are_refused_and_recorded(xrootd_pair):
     assert xrdfs_ls(door2, run_dir) == ["f0000000", "f0000001", "f0000002"]
     run.refresh_from_db()
     assert run.summary["cleanup"]["refused"] == 3
-    assert "3 refused" in Event.objects.get(run=run, summary__startswith="Clean-up").summary
+    assert "3 refused" in Event.objects.get(run_id=run.pk, summary__startswith="Clean-up").summary
 
 
 @pytest.mark.parametrize(
@@ -193,7 +193,7 @@ def test_a_file_with_other_content_under_the_runs_name_is_kept_and_reported(xroo
     assert door2.local_path(f"{run_dir}/f0000002").read_bytes() == b"a shorter file"
     assert xrdfs_ls(door2, run_dir) == ["f0000001", "f0000002"]  # the folder stays: not empty
     assert report["folders_removed"] == 0
-    event = Event.objects.get(run=run, summary__startswith="Clean-up")
+    event = Event.objects.get(run_id=run.pk, summary__startswith="Clean-up")
     assert "4 files deleted" in event.summary and "2 kept (2 differ from what the run wrote" in event.summary
 
 

@@ -145,7 +145,7 @@ def test_a_run_spread_over_three_clients_survives_one_killed_mid_step(
 
     run.refresh_from_db()
     rows = list(Transfer.objects.filter(run=run).order_by("index"))
-    events = list(Event.objects.filter(run=run, kind="run_incident").values_list("summary", flat=True))
+    events = list(Event.objects.filter(run_id=run.pk, kind="run_incident").values_list("summary", flat=True))
     report = f"{run.state} {run.stop_reason}\n" + "\n".join(events) + "\n" + "\n".join(
         f"{t.index} {t.transfer_host} {t.state} {t.started_at:%H:%M:%S.%f} {t.finished_at:%H:%M:%S.%f} {t.history}"
         for t in rows if t.started_at and t.finished_at

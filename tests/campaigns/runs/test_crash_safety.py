@@ -211,7 +211,7 @@ def test_real_copies_survive_two_sigkilled_workers(log_dir, xrootd_pair):
     assert 0 < rows.filter(attempt__gt=1).count() <= sum(active for _, active in kills)
     for t in rows:
         assert door2.local_path("/" + urlsplit(t.destination).path.lstrip("/")).stat().st_size == size
-    said = Event.objects.filter(run=run)
+    said = Event.objects.filter(run_id=run.pk)
     assert said.filter(kind=EventKind.RUN_START).count() == 1
     assert resumed(run.pk) == 2, list(said.values_list("kind", "summary"))
 

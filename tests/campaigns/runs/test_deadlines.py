@@ -179,6 +179,8 @@ def test_a_run_whose_copies_stop_finishing_is_marked_stalled_and_clears_when_the
     assert seen == [RunState.SUCCEEDED]
     run.refresh_from_db()
     assert run.stalled_since is None
-    said = list(Event.objects.filter(run=run, kind="run_incident").order_by("time").values_list("summary", flat=True))
+    said = list(
+        Event.objects.filter(run_id=run.pk, kind="run_incident").order_by("time").values_list("summary", flat=True)
+    )
     assert said[0].startswith("Stall: no copy finished for") and "2 in flight" in said[0]
     assert said[1].startswith("Stall over after")

@@ -109,7 +109,7 @@ def test_door_killed_mid_run_and_a_closed_port_then_retry_failed_until_complete(
         lost = sum(t.destination_endpoint_id == dst.pk for t in failed)
         print(f"the killed door lost {lost} of its {FILES // 2} copies")
         assert lost > 0
-        incidents = Event.objects.filter(run=run, kind=EventKind.RUN_INCIDENT).values_list("summary", flat=True)
+        incidents = Event.objects.filter(run_id=run.pk, kind=EventKind.RUN_INCIDENT).values_list("summary", flat=True)
         assert any(s.startswith("Stall: no copy finished for") for s in incidents), list(incidents)
 
         # The closed port's door starts; "retry failed" re-drives what did not succeed, through

@@ -132,13 +132,13 @@ def test_run_of_60_files_matches_what_fts_reported(xrootd_pair, fts, client, vie
     assert {(0, 3), (1, 6)} <= under <= {(0, None), (0, 3), (1, 3), (1, 6)}
     limit = FtsLinkLimit.objects.get(run=run)
     assert limit.previous["max_active"] == 50 and limit.restored_at is not None
-    changes = list(Event.objects.filter(run=run, kind="fts_config", who="").order_by("time"))
+    changes = list(Event.objects.filter(run_id=run.pk, kind="fts_config", who="").order_by("time"))
     assert [e.summary for e in changes][-1].startswith("FTS link root://127.0.0.1 → root://127.0.0.1 restored")
     # Pinned, put in force by FTS's optimizer (seen in its evolution), for each step; then restored.
     kinds = [e.summary.split(" ")[1] for e in changes]
     assert kinds == ["link", "optimizer", "link", "optimizer", "link"], [e.summary for e in changes]
     # FTS's own record of the window: the audit entries as events, the optimizer's decisions kept.
-    assert Event.objects.filter(run=run, kind="fts_config", who="token-user").count() == 3
+    assert Event.objects.filter(run_id=run.pk, kind="fts_config", who="token-user").count() == 3
     decisions = run.summary["fts"]["optimizer"][f"{LINK[0]} {LINK[1]}"]
     assert [d["active"] for d in decisions] == sorted(d["active"] for d in decisions)
     assert {d["active"] for d in decisions} == {3, 6}
@@ -207,7 +207,7 @@ def test_cancel_deletes_the_jobs_and_restores_the_link_set_per_step(xrootd_pair,
     assert [(p["min_active"], p["max_active"]) for p in fts.link_posts if p["symbolicname"] == name] == [(1, 1), (2, 2)]
     assert name not in fts.links and set(fts.links) == {"*"}
     assert FtsLinkLimit.objects.get(run=run).restored_at is not None
-    assert Event.objects.filter(run=run, kind="fts_config", summary__contains="config removed").exists()
+    assert Event.objects.filter(run_id=run.pk, kind="fts_config", summary__contains="config removed").exists()
 
 
 def test_a_refused_submission_fails_the_run_with_fts_message(xrootd_pair, tmp_path):

@@ -135,7 +135,7 @@ def test_a_sweep_on_a_new_link_holds_each_steps_concurrency_anyway():
     assert widest[0] == 1 and widest[2] >= 3, widest  # and the last step really ran wider
     # The optimizer's record: each step's value put in force in turn, and seen by StorageOps.
     assert decided(run) == [1, 2, 4]
-    assert Event.objects.filter(run=run, kind="fts_config", summary__contains="in force").count() == 3
+    assert Event.objects.filter(run_id=run.pk, kind="fts_config", summary__contains="in force").count() == 3
 
 
 def test_a_second_run_starts_under_the_value_the_first_left_and_still_holds_its_step_1():

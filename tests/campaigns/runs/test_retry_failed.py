@@ -42,7 +42,7 @@ def test_a_run_with_failed_copies_ends_partial_with_its_counts():
     assert run.stop_reason == "all planned transfers finished"
     failed = Transfer.objects.filter(run=run, state="failed")
     assert set(failed.values_list("error_category", flat=True)) == {"transfer_timeout"}
-    end = Event.objects.get(run=run, kind="run_end")
+    end = Event.objects.get(run_id=run.pk, kind="run_end")
     assert f"Run {run} partial: 6 ok, 6 failed, 0 skipped" in end.summary
     annotation = grafana.annotation(end)
     assert "state:partial" in annotation["tags"] and "partial: 6 ok, 6 failed" in annotation["text"]
@@ -60,7 +60,7 @@ def test_retry_failed_re_drives_exactly_the_failed_transfers_as_a_linked_run():
     # The frozen parameters and endpoints are the first run's.
     assert {k: v for k, v in retry.snapshot.items() if k != "retry"} == first.snapshot
     assert (retry.planned_files, retry.planned_bytes) == (6, 6000)
-    note = Event.objects.get(run=retry, kind="note")
+    note = Event.objects.get(run_id=retry.pk, kind="note")
     assert note.summary.startswith(f"Retry of run #{first.pk}: 6 transfers")
 
     # Same index, source and size; the destination is below the retry's own run folder.

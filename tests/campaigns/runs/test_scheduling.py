@@ -103,7 +103,7 @@ def test_a_due_start_inside_the_window_starts_a_run_and_says_so():
     s = schedule_for(campaign, window_days="mon-fri", window_start=time(9), window_end=time(16), max_runs=2)
     decision = scheduling.fire(s.pk, due_at=WEDNESDAY, now=WEDNESDAY + timedelta(seconds=3))
     assert decision.started is not None and decision.started.trigger == "schedule"
-    event = Event.objects.get(kind="schedule", run=decision.started)
+    event = Event.objects.get(kind="schedule", run_id=decision.started.pk)
     assert event.summary == f"Scheduled start of go: run #{decision.started.pk}"
     s.refresh_from_db()
     assert s.runs_started == 1 and s.last_decision == event.summary

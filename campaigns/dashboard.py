@@ -1,4 +1,7 @@
-"""What the home page shows: live runs, recent runs, the last events, collector health."""
+"""What the home page shows: live runs, recent runs, the last events, collector health.
+
+The campaigns app's page (it sits above collectors and reads both), served at "/".
+"""
 
 from __future__ import annotations
 
