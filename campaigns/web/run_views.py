@@ -14,8 +14,7 @@ from django.views.generic import DetailView, ListView
 from campaigns import runs, sweeps
 from campaigns.choices import ErrorCategory
 from campaigns.models import Run, Transfer
-from campaigns.results import analysis, baseline_choice, chain, charts, matrix, readers, verdicts
-from campaigns.results.parameters import byte_budget
+from campaigns.results import analysis, baseline_choice, charts, readers, verdicts
 from campaigns.spec import RunSpec
 from campaigns.web.filters import TransferFilter
 from campaigns.web.forms import BaselineChoiceForm
@@ -58,9 +57,9 @@ class RunDetailView(DetailView):
         context["transfer_filter"] = TransferFilter(queryset=Transfer.objects.none())
         # A live run shows its progress and charts; its result tables come when it ends.
         context["result"] = readers.stored(self.object)
-        context["byte_budget"] = byte_budget(self.object)
+        context["byte_budget"] = readers.byte_budget(self.object)
         context["retryable"] = runs.retryable_count(self.object)
-        context["chain"] = chain.retry_chain(self.object)
+        context["chain"] = readers.retry_chain(self.object)
         context["in_flight"] = readers.oldest_in_flight(self.object) if self.object.is_live else []
         context["target_rate_bps"] = verdicts.target_rate_bps(self.object)
         context["swept"] = [(axis, sweeps.AXIS_LABELS[axis]) for axis in RunSpec.of(self.object).swept_axes]
@@ -114,7 +113,7 @@ def run_retry_failed(request: HttpRequest, pk: int) -> HttpResponse:
 
 CHARTS = {
     "timeline": readers.timeline,
-    "steps": lambda run: matrix.chart(readers.steps(run), RunSpec.of(run).swept_axes),
+    "steps": lambda run: charts.steps_chart(readers.steps(run), RunSpec.of(run).swept_axes),
     "errors": lambda run: {"errors": charts.error_mix(run)},
     "scatter": charts.scatter,
     "hosts": charts.hosts,
