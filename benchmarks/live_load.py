@@ -45,7 +45,6 @@ os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/storag
 
 import harness
 
-CHARTS = ("events", "timeline", "steps", "scatter", "errors", "hosts")
 TARGETED = ("API", "chart")  # label prefixes the target is about
 
 
@@ -76,7 +75,7 @@ def _timed(port: int, conns: dict, key: str, path: str, headers: dict, label: st
     out.append((label, (time.perf_counter() - started) * 1000, status))
 
 
-def browser(port: int, session: str, run_id: int, seconds: float, queue) -> None:
+def browser(port: int, session: str, run_id: int, seconds: float, queue, documents: tuple[str, ...]) -> None:
     out: list = []
     conns: dict = {}
     headers = {"Cookie": f"sessionid={session}", "Accept": "text/html"}
@@ -94,11 +93,12 @@ def browser(port: int, session: str, run_id: int, seconds: float, queue) -> None
     ticker = threading.Thread(target=progress)
     ticker.start()
     while time.monotonic() < end:
-        # The six charts together, each on a connection of its own, as a browser fetches them.
+        # The run page's chart documents together, each on a connection of its own, as a browser
+        # fetches them (the names come from the page's chart registry: the clients have no Django).
         asks = [
             threading.Thread(target=_timed, args=(port, conns, name, f"/campaigns/runs/{run_id}/charts/{name}.json",
                                                   json_headers, f"chart: {name}.json", out))
-            for name in CHARTS
+            for name in documents
         ]  # fmt: skip
         for t in asks:
             t.start()
@@ -185,13 +185,13 @@ def start_web(log_dir: Path) -> tuple[object, int]:
     raise TimeoutError("gunicorn did not answer /healthz in 60 s")
 
 
-def warm(port: int, session: str, token: str, run_id: int) -> None:
+def warm(port: int, session: str, token: str, run_id: int, documents: tuple[str, ...]) -> None:
     """Every page and document the clients ask for, a few times per server process: a process's
     first answer of a kind loads its templates and code, which a site serving for days has done."""
     from storageops import gunicorn_conf
 
     browser_paths = [f"/campaigns/runs/{run_id}/", f"/campaigns/runs/{run_id}/progress/",
-                     *(f"/campaigns/runs/{run_id}/charts/{name}.json" for name in CHARTS)]  # fmt: skip
+                     *(f"/campaigns/runs/{run_id}/charts/{name}.json" for name in documents)]  # fmt: skip
     api_paths = ["/api/v1/runs/", "/api/v1/campaigns/", f"/api/v1/runs/{run_id}/",
                  f"/api/v1/transfers/?run={run_id}&state=active"]  # fmt: skip
     for _ in range(3 * gunicorn_conf.workers):
@@ -260,6 +260,7 @@ def main() -> None:
 
     from campaigns import runs
     from campaigns.models import Run
+    from campaigns.web.chart_registry import RUN_DOCUMENTS
     from storageops import gunicorn_conf
 
     call_command("collectstatic", "--noinput", verbosity=0)
@@ -279,14 +280,17 @@ def main() -> None:
             web, port = start_web(Path(tmp))
             print(f"runs in the database: {Run.objects.count():,}; live run {run.pk}: {args.live_files:,} copies "
                   f"of 1 s at concurrency {args.concurrency // 2}, then {args.concurrency}")  # fmt: skip
-            warm(port, sessions[0], tokens[-1], run.pk)
+            documents = tuple(RUN_DOCUMENTS)
+            warm(port, sessions[0], tokens[-1], run.pk, documents)
             before = Run.objects.get(pk=run.pk)
             connections.close_all()
             queue = multiprocessing.get_context("spawn").Queue()
             people = [
                 multiprocessing.get_context("spawn").Process(
                     target=browser if i < browsers else script,
-                    args=(port, sessions[i] if i < browsers else tokens[i], run.pk, args.seconds, queue),
+                    args=(port, sessions[i], run.pk, args.seconds, queue, documents)
+                    if i < browsers
+                    else (port, tokens[i], run.pk, args.seconds, queue),
                 )
                 for i in range(args.clients)
             ]

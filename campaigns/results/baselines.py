@@ -41,8 +41,8 @@ from django.db.models import Q
 
 from campaigns.choices import BaselineChoice, ErrorCategory, RunState
 from campaigns.models import Run
+from campaigns.results.comparison import parameters
 from campaigns.results.disturbance import touching
-from campaigns.results.parameters import parameters
 from campaigns.results.scope import run_window
 from collectors.choices import DISTURBING_KINDS
 from collectors.models import Event

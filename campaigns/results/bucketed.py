@@ -8,20 +8,26 @@ flight need the rows, and come with the summary stored when the run ends. Trimme
 TRIM_FINE_SPAN, 60 s beyond. What is kept is the time between the cuts, not whole copies: the
 bytes moved inside the kept seconds (each copy's spread evenly over its duration) over the kept
 active time, and the copies that ended inside it.
+
+The buckets are read as group rows (per step, door, state and error category, with counts,
+bytes, first start and last end) and merged here into a total, a door or a step row: counts
+and sums, so hundreds of thousands of rows never come into Python. Percentiles would need
+every duration, so these rows leave them out; a finished run's stored summary has them.
 """
 
 from __future__ import annotations
 
 import math
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable
 from datetime import UTC, datetime
 
 from django.db.models import F, Max, Min, Q, Sum
 
+from campaigns.choices import TransferState
 from campaigns.models import Run, TransferBucket
-from campaigns.results import grouped
-from campaigns.results.analysis import door_names
+from campaigns.results import concurrency
+from campaigns.results.analysis import door_names, figures
 from campaigns.spec import RunSpec
 
 TRIM_FINE_SPAN = 6 * 3600
@@ -76,7 +82,7 @@ def widened(width: int, excluded: Iterable[tuple[float, float]]) -> list[tuple[d
 
 
 def groups(run: Run, by: tuple[str, ...], width: int = 60, keep: Q | None = None) -> list[dict]:
-    """Rows shaped as campaigns.results.grouped.groups makes them (per *by, state and error
+    """Rows shaped as `merged` and `step_table` read them (per *by, state and error
     category: n, moved, first, last over what `keep` selects; n_all, moved_all over all), and
     beside them the busy seconds and the span of every copy that ran (cancelled ones too),
     from which the achieved concurrency comes."""
@@ -139,19 +145,60 @@ def achieved(rows: list[dict], cut: Iterable[tuple[datetime, datetime]] = ()) ->
     return means
 
 
+def merged(rows: Iterable[dict], excluded: Iterable[tuple[datetime, datetime]] = ()) -> dict:
+    """The figures of a set of group rows, with their failures per category."""
+    rows = list(rows)
+    firsts = [r["first"] for r in rows if r["first"]]
+    lasts = [r["last"] for r in rows if r["last"]]
+    errors: Counter = Counter()
+    for r in rows:
+        if r["state"] == TransferState.FAILED and r["n"]:
+            errors[r["error_category"] or "other"] += r["n"]
+    return {
+        **figures(
+            ok=sum(r["n"] for r in rows if r["state"] == TransferState.SUCCEEDED),
+            failed=sum(r["n"] for r in rows if r["state"] == TransferState.FAILED),
+            moved=round(sum(r["moved"] or 0 for r in rows)),
+            first=min(firsts) if firsts else None,
+            last=max(lasts) if lasts else None,
+            excluded=excluded,
+        ),
+        "errors": dict(errors.most_common()),
+    }
+
+
+def step_table(
+    run: Run,
+    rows: list[dict],
+    excluded: Iterable[tuple[datetime, datetime]] = (),
+    achieved: dict[int, tuple[float | None, int | None]] | None = None,
+) -> list[dict]:
+    """The step rows of a run from groups that include "step", each with its concurrency and
+    the concurrency it achieved (`achieved` per step, else read from the rows)."""
+    spec, excluded = RunSpec.of(run), list(excluded)
+    # A step whose every copy a trim left out has no figure to show (as in analysis.run_summary):
+    # a throughput of 0 there would draw a collapse that never happened.
+    indexes = sorted({r["step"] for r in rows if r["step"] is not None and r["n"]})
+    return concurrency.with_achieved(
+        run,
+        [{"step": k, **spec.step_point(k), **merged((r for r in rows if r["step"] == k), excluded)} for k in indexes],
+        achieved=achieved,
+    )
+
+
 def tables(run: Run, width: int = 60, keep: Q | None = None, cut: Iterable[tuple[datetime, datetime]] = ()) -> dict:
     """The total, step and door figures of a run (without percentiles) over the buckets `keep`
     selects, less the `cut` intervals in the active windows; with what was left out."""
     cut, door_side = list(cut), RunSpec.of(run).door_side
     side = f"{door_side}_endpoint_id"
     rows = groups(run, ("step", side), width, keep)
-    total = grouped.merged(rows, cut)
+    total = merged(rows, cut)
     endpoint_ids = {r[side] for r in rows}
     names = door_names(endpoint_ids)
-    doors = {names.get(e, str(e)): grouped.merged((r for r in rows if r[side] == e), cut) for e in endpoint_ids}
+    doors = {names.get(e, str(e)): merged((r for r in rows if r[side] == e), cut) for e in endpoint_ids}
     return {
         "total": {**total, "duration_p50": None, "duration_p95": None},
-        "steps": grouped.step_table(run, rows, cut, achieved=achieved(rows, cut)),
+        "steps": step_table(run, rows, cut, achieved=achieved(rows, cut)),
         "doors": dict(sorted(doors.items())),
         "door_side": door_side,
         "left_out": {

@@ -1,6 +1,9 @@
 """Runs side by side, the way the BNL tables put backends: throughput aggregate and per door,
 CPU per door (when collectors sampled the doors), success rate, error mix, peak step, and
-the parameters that differ."""
+the parameters that differ.
+
+A run's parameters are read through its RunSpec, so a run frozen before a field existed
+compares equal to one frozen with that field's default (baselines line runs up the same way)."""
 
 from __future__ import annotations
 
@@ -8,15 +11,15 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any
 
 from django.core.exceptions import ValidationError
 
 from campaigns import sweeps
 from campaigns.models import Run
-from campaigns.results import bucketed, disturbance, matrix, readers
-from campaigns.results.parameters import parameters
+from campaigns.results import bucketed, charts, disturbance, readers
 from campaigns.results.scope import run_window
-from campaigns.spec import RunSpec
+from campaigns.spec import PARAMETER_NAMES, RunSpec
 from storageops.validators import MAX_ROW_ID
 
 MAX_RUNS = 8
@@ -34,6 +37,18 @@ class Trim:
     @property
     def active(self) -> bool:
         return bool(self.warmup_seconds or self.tail_seconds or self.event_margin_seconds is not None)
+
+
+def _plain(name: str, value: Any) -> Any:
+    if name == "file_mix":
+        return [{"count": count, "size": size} for count, size in value]
+    return list(value) if isinstance(value, tuple) else value
+
+
+def parameters(run: Run) -> dict[str, Any]:
+    """Every parameter of the run's spec, as JSON values (what a comparison lines up)."""
+    spec = RunSpec.of(run)
+    return {name: _plain(name, getattr(spec, name)) for name in PARAMETER_NAMES}
 
 
 def select_runs(run_ids: Sequence[int] = (), campaign_id: int | None = None) -> list[Run]:
@@ -224,7 +239,7 @@ def overlay_series(runs: Sequence[Run], trim: Trim | None = None, x: str = "conc
     """Each run's total throughput over time, in seconds since its start, and its step curve:
     what the comparison page overlays. Trimmed as the table is: the step curve is the trimmed
     step table, and over time the trimmed periods are gaps (None), listed in ``cuts``. ``by``
-    puts the steps against another knob `x` when one is asked for (matrix.across_runs)."""
+    puts the steps against another knob `x` when one is asked for (charts.across_runs)."""
     trim = trim or Trim()
     out, tables = [], []
     for run in runs:
@@ -249,5 +264,5 @@ def overlay_series(runs: Sequence[Run], trim: Trim | None = None, x: str = "conc
         tables.append((f"{run.campaign.name} #{run.pk}", run.disturbed, RunSpec.of(run), steps))
     result = {"runs": out, "trimmed": trim.active}
     if x != "concurrency":  # against the concurrency, each run's `steps` above are the lines
-        result["by"] = {"x": x, "label": sweeps.AXIS_LABELS.get(x, x), "lines": matrix.across_runs(tables, x)}
+        result["by"] = {"x": x, "label": sweeps.AXIS_LABELS.get(x, x), "lines": charts.across_runs(tables, x)}
     return result

@@ -5,6 +5,12 @@ A finished run's results were written once when it ended (finalize) and added to
 A run in flight, or one whose driver crashed before writing them, has none: its figures are
 computed from its rows now. Each reader makes that choice here, once, so no page can show a
 finished run's figures recomputed from rows that may be gone, or a live run's stale ones.
+
+Beside them, what the run page reads of the run itself: its byte budget as frozen, and its
+retry chain ("retry failed" re-drives what a run did not succeed at, as a new run linked to
+it). Each retry plans exactly the transfers its predecessor did not succeed at, so the runs of
+a chain succeed at disjoint sets of the first run's transfers and their counters add up: the
+chain's figure needs no transfer row (it stays true after retention).
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from django.utils import timezone
 from campaigns.models import Run, RunChart, Transfer
 from campaigns.results import bucketed, charts, verdicts
 from campaigns.results.scope import run_hosts
+from campaigns.spec import DEFAULT_BYTE_BUDGET_LABEL, RunSpec
 from collectors.models import MetricSample
 
 LIVE_SHARE_SECONDS = 10
@@ -101,3 +108,45 @@ def _shared_while_live(run: Run, name: str, compute: Callable[[Run], Any]) -> An
         data = compute(run)
         cache.set(key, data, LIVE_SHARE_SECONDS)
     return data
+
+
+# -- the run itself: its byte budget and its retries ----------------------------------------
+def byte_budget(run: Run) -> dict[str, Any]:
+    """The campaign's own per-run byte budget and the budget this run got, told apart: the
+    run may move only the tightest of that and what was left of the daily and weekly ones."""
+    spec = RunSpec.of(run)
+    return {
+        "campaign": spec.campaign_max_bytes,
+        "run": spec.max_bytes,
+        "label": spec.byte_budget_label,
+        "cut": spec.byte_budget_label != DEFAULT_BYTE_BUDGET_LABEL,
+    }
+
+
+_CHAIN_FIELDS = ("pk", "state", "planned_files", "files_done", "files_failed", "files_skipped", "retry_of")
+
+
+def retry_chain(run: Run) -> dict | None:
+    """The chain `run` belongs to, first run first, with the share of the first run's planned
+    transfers that succeeded in any of them; None for a run that is no retry and has none."""
+    chain = [run]
+    while chain[0].retry_of_id:
+        chain.insert(0, Run.objects.only(*_CHAIN_FIELDS).get(pk=chain[0].retry_of_id))
+    while True:
+        following = Run.objects.only(*_CHAIN_FIELDS).filter(retry_of=chain[-1]).order_by("pk").first()
+        if following is None:
+            break
+        chain.append(following)
+    if len(chain) == 1:
+        return None
+    planned = chain[0].planned_files
+    done = sum(r.files_done for r in chain)
+    return {
+        "runs": [
+            {"id": r.pk, "state": r.state, "files_done": r.files_done, "planned_files": r.planned_files} for r in chain
+        ],
+        "planned_files": planned,
+        "files_done": done,
+        "percent": round(100.0 * done / planned, 1) if planned else 100.0,
+        "complete": done >= planned,
+    }

@@ -3,14 +3,11 @@
 - Knee: the peak aggregate throughput of a stepped run and the smallest concurrency that
   reaches 95 % of it; when that is the largest concurrency tried, the curve is "still rising
   at the last step" and the knee lies beyond the sweep.
-- Saturation: for each step's window and each host of the run's endpoints, the mean of the
-  collectors' samples: CPU of all cores, CPU of each watched daemon against the cores it may
-  use (taskset, cpusets, or its cgroup's CPU quota when that is less), each interface against
-  the host's link speed, each disk's busy time, memory used; beside them the step's share of
-  requests that failed the way overloaded doors fail (checksum timeouts, HTTP 5xx). The
-  bottleneck is the first resource to reach 90 % at or before the knee (the highest one, if
-  several reach it in the same step).
+- Bottleneck: of the doors' readings per step (campaigns.results.saturation), the first
+  resource to reach 90 % at or before the knee (the highest one, if several reach it in the
+  same step); beside it the step where overload errors (checksum timeouts, HTTP 5xx) begin.
 - Capacity: per-door throughput at the knee, and how many such doors a target rate needs.
+- Latency: a checksum load is read by its answers' latency per step first.
 
 Everything is computed from rows already stored (transfers, steps, samples), so a verdict can
 be recomputed at any time, e.g. after an operator sets a host's link speed.
@@ -19,24 +16,19 @@ be recomputed at any time, e.g. after an operator sets a host's link speed.
 from __future__ import annotations
 
 import math
-from collections import defaultdict
-from dataclasses import asdict, dataclass
-from datetime import datetime, timedelta
+from dataclasses import asdict
+from datetime import datetime
 
 from django.conf import settings
-from django.db.models import Avg, Count, Q
 from django.utils import timezone
 
 from campaigns import sweeps
 from campaigns.choices import CampaignKind
-from campaigns.models import Run, RunStep
-from campaigns.results.evidence import evidence
-from campaigns.results.latency import latency_curve, latency_sentence
-from campaigns.results.scope import door_hosts
+from campaigns.models import Run
+from campaigns.results.saturation import evidence, saturation
 from campaigns.spec import RunSpec
-from collectors.models import Host, MetricSample
+from storageops.units import human_duration, si
 from storageops.units import human_rate as format_rate
-from storageops.units import si
 
 KNEE_FRACTION = 0.95
 # Two runs of the same step on shared storage differ by several per cent (a flat, CPU-bound
@@ -44,49 +36,9 @@ KNEE_FRACTION = 0.95
 # step has not shown a rise, and the knee is judged against the best earlier step instead.
 RISE_BEYOND_NOISE = 0.10
 SATURATED = 0.90
-# A door judged on fewer samples than this in a step is not judged there: one sample is a moment,
-# not a step (a verdict was once drawn from a single sample no chart showed).
-MIN_SAMPLES = 2
 # A step where this share of requests fails with checksum timeouts or HTTP 5xx is overloaded
 # even if no sampled resource is: the door's own limits (xrootd.chksum max, thread pools).
 OVERLOAD_ERROR_RATE = 0.05
-OVERLOAD_ERRORS = ("checksum_timeout", "http_5xx")
-_METRICS = (
-    "cpu.percent",
-    "proc.cpu_percent",
-    "proc.cpus_allowed",
-    "proc.cpu_quota_cores",
-    "proc.cores_busy_percent",
-    "net.rx_bps",
-    "net.tx_bps",
-    "disk.busy_percent",
-    "mem.used",
-    "mem.total",
-)
-
-
-@dataclass(frozen=True)
-class Reading:
-    """One resource of one door over one step: its mean use as a fraction of its capacity."""
-
-    door: str
-    resource: str  # cpu, daemon_cpu, network, disk, memory
-    label: str  # daemon, interface or device
-    value: float
-    detail: str
-
-    @property
-    def title(self) -> str:
-        names = {
-            "cpu": "CPU (all cores)",
-            "daemon_cpu": f"CPU of {self.label}",
-            "cores": f"CPU of the cores {self.label} may use",
-            "network": f"network {self.label}",
-            "disk": f"disk {self.label} busy",
-            "memory": "memory",
-        }
-        return f"{names[self.resource]} on {self.door}"
-
 
 # Between resources equally saturated (within TIE), the narrower one is the better diagnosis: a
 # machine whose CPU is full because its daemon fills the cores it may use is the daemon's CPU.
@@ -130,118 +82,6 @@ def knee(steps: list[dict], axes: list[str] | tuple[str, ...] = ()) -> dict:
     return {"status": status, "peak": point(peak), "knee": point(at)}
 
 
-# -- saturation -----------------------------------------------------------------------------
-def readings(host: Host, means: dict[tuple[str, str], float]) -> list[Reading]:
-    """A host's resources as fractions of their capacity, from its mean samples over a window."""
-    out: list[Reading] = []
-    door = host.name
-    if (cpu := means.get(("cpu.percent", ""))) is not None:
-        out.append(Reading(door, "cpu", "", cpu / 100, f"{cpu:.0f} % of all cores"))
-    for (metric, label), value in sorted(means.items()):
-        if metric == "proc.cpu_percent":
-            cores = means.get(("proc.cpus_allowed", label))
-            if cores:
-                out.extend(_daemon_cpu(door, label, value, cores, means))
-        elif metric == "disk.busy_percent":
-            out.append(Reading(door, "disk", label, value / 100, f"busy {value:.0f} % of the time"))
-    if host.link_speed_bps:
-        interfaces = {label for metric, label in means if metric in ("net.rx_bps", "net.tx_bps")}
-        for iface in sorted(interfaces):
-            rate = max(means.get(("net.rx_bps", iface), 0.0), means.get(("net.tx_bps", iface), 0.0))
-            out.append(
-                Reading(
-                    door,
-                    "network",
-                    iface,
-                    rate * 8 / host.link_speed_bps,
-                    f"{rate * 8 / 1e9:.2f} of {host.link_speed_bps / 1e9:g} Gbit/s",
-                )
-            )
-    used, total = means.get(("mem.used", "")), means.get(("mem.total", ""))
-    if used is not None and total:
-        out.append(Reading(door, "memory", "", used / total, f"{used / 2**30:.1f} of {total / 2**30:.1f} GiB used"))
-    return out
-
-
-def _daemon_cpu(door: str, label: str, value: float, cores: float, means: dict) -> list[Reading]:
-    """The daemon's own use of the cores it may use, and, apart, how busy those cores were
-    whoever kept them busy: a host filled by other work starves the daemon too, but the verdict
-    must say it was the host, not the daemon (issue 17: "7 % of 2 cores" called the daemon full)."""
-    own = value / (100 * cores)
-    quota = means.get(("proc.cpu_quota_cores", label))
-    detail = f"{value:.0f} % of {cores:.3g} core(s)" + (" (its cgroup's CPU quota)" if quota else "")
-    found = [Reading(door, "daemon_cpu", label, own, detail)]
-    busy = means.get(("proc.cores_busy_percent", label))
-    # Under a CPU quota the quota is the daemon's limit, however busy the cores are.
-    if busy is not None and not quota:
-        share = value / cores
-        who = (
-            f"{label} itself {share:.0f} %: the host is busy with other work"
-            if share < busy / 2
-            else f"most of it {label}'s own ({share:.0f} %)"
-        )
-        found.append(Reading(door, "cores", label, busy / 100, f"{busy:.0f} % busy; {who}"))
-    return found
-
-
-def _step_windows(run: Run, end: datetime) -> list[tuple[RunStep, datetime]]:
-    return [(s, s.ended_at or end) for s in run.steps.order_by("index")]
-
-
-def saturation(run: Run, summary: dict, end: datetime) -> tuple[list[dict], dict[int, list[Reading]], int]:
-    """Per step: each door's readings and the overload error rate; also the samples used."""
-    windows = _step_windows(run, end)
-    hosts = door_hosts(run)
-    spec = RunSpec.of(run)
-    per_step: dict[int, list[Reading]] = {}
-    table: list[dict] = []
-    used = 0
-    errors = {s["step"]: s for s in summary.get("steps", [])}
-    for step, stop in windows:
-        # Averaged by the database, one query a step: a weeks-long run of many hosts has
-        # millions of samples, and the (host, metric, time) index serves exactly this.
-        # A sample stamped t covers the interval before t: it belongs to the step it ends in,
-        # and the first one of a step also covers time before the step began (the idle door
-        # before a run's first step), so it is left out when the step holds another one.
-        means: dict[int, dict[tuple[str, str], float]] = defaultdict(dict)
-        counts: dict[int, int] = defaultdict(int)  # host -> its most-sampled metric's samples
-        if hosts:
-            within = Q()
-            for host in hosts:
-                interval = timedelta(seconds=host.sample_interval)
-                begin = step.started_at + interval if stop - step.started_at >= 2 * interval else step.started_at
-                within |= Q(host=host, time__gte=begin)
-            rows = (
-                MetricSample.objects.filter(within, metric__in=_METRICS, time__gt=step.started_at, time__lte=stop)
-                .values_list("host_id", "metric", "label")
-                .annotate(mean=Avg("value"), n=Count("id"))
-                .order_by()
-            )
-            for host_id, metric, label, mean, n in rows:
-                means[host_id][(metric, label)] = mean
-                counts[host_id] = max(counts[host_id], n)
-                used += n
-        thin = {host.name: counts[host.pk] for host in hosts if 0 < counts[host.pk] < MIN_SAMPLES}
-        found = [r for host in hosts if host.name not in thin for r in readings(host, means[host.pk])]
-        row = errors.get(step.index, {})
-        attempted = row.get("files_ok", 0) + row.get("files_failed", 0)
-        overload = sum(row.get("errors", {}).get(c, 0) for c in OVERLOAD_ERRORS)
-        per_step[step.index] = found
-        table.append(
-            {
-                "step": step.index,
-                "concurrency": spec.concurrency_of(step.index),
-                # What each reading rests on: the step's window and each door's samples in it.
-                "window": [step.started_at.isoformat(), stop.isoformat()],
-                "samples": {host.name: counts[host.pk] for host in hosts if counts[host.pk]},
-                "readings": [{**asdict(r), "title": r.title} for r in sorted(found, key=lambda r: -r.value)],
-                "overload_error_rate": overload / attempted if attempted else None,
-                "not_enough_samples": thin,  # door -> the samples it had: not judged in this step
-            }
-        )
-    return table, per_step, used
-
-
 # -- capacity -------------------------------------------------------------------------------
 def target_rate_bps(run: Run) -> int:
     """bit/s: the campaign's target rate, else the site's (STORAGEOPS_TARGET_RATE_BPS), else 0."""
@@ -279,6 +119,45 @@ def capacity(knee_point: dict | None, doors: list[str], target_bps: int, still_r
 def _door_count(summary: dict) -> list[str]:
     # A door entry is one endpoint's hosts joined by commas (or its URL's host:port).
     return sorted({name for entry in summary.get("doors", {}) for name in entry.split(",") if name})
+
+
+# -- latency --------------------------------------------------------------------------------
+def latency_curve(steps: list[dict]) -> list[dict]:
+    """Per step: the latency of every answered request (p50, p95) and the answers a second.
+
+    What a checksum-load sweep is read by: BNL's and Lancaster's doors failed when checksum
+    answers came too late, not when too few bytes were read."""
+    out = []
+    for s in steps:
+        if s.get("latency_p95") is None:
+            continue
+        answered = s.get("files_ok", 0) + s.get("files_failed", 0)
+        window = s.get("window_seconds") or 0
+        out.append(
+            {
+                "step": s["step"],
+                "concurrency": s.get("concurrency"),
+                "p50": s.get("latency_p50"),
+                "p95": s["latency_p95"],
+                "answers_per_s": answered / window if window else None,
+            }
+        )
+    return out
+
+
+def latency_sentence(curve: list[dict]) -> str:
+    first, last = curve[0], curve[-1]
+    best = max((c["answers_per_s"] or 0 for c in curve), default=0)
+    if first is last:
+        text = f"Checksum latency p95 {human_duration(first['p95'])} (p50 {human_duration(first['p50'])})"
+        text += f" at concurrency {first['concurrency']}"
+    else:
+        text = (
+            f"Checksum latency p95 {human_duration(first['p95'])} at concurrency {first['concurrency']} → "
+            f"{human_duration(last['p95'])} at {last['concurrency']} "
+            f"(p50 {human_duration(first['p50'])} → {human_duration(last['p50'])})"
+        )
+    return text + (f"; at best {best:.1f} answers/s. " if best else ". ")
 
 
 # -- the verdict ----------------------------------------------------------------------------

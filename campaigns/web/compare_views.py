@@ -10,6 +10,7 @@ from django.shortcuts import render
 
 from campaigns import sweeps
 from campaigns.results import comparison
+from campaigns.web import chart_registry
 from campaigns.web.forms import CompareForm
 from storageops.api.errors import error_response
 
@@ -40,7 +41,8 @@ def compare_page(request: HttpRequest) -> HttpResponse:
             context["x_label"] = sweeps.AXIS_LABELS[form.cleaned_data["x"]]
             if trim.event_margin_seconds is not None:
                 query["margin"] = trim.event_margin_seconds
-            context["chart_query"] = urlencode(query)
+            trimmed = context["result"]["trimmed"]
+            context["charts"] = chart_registry.compare_page(urlencode(query), context["x_label"], trimmed)
     return render(request, "campaigns/compare.html", context, status=400 if form.errors else 200)
 
 

@@ -14,9 +14,9 @@ from django.views.generic import DetailView, ListView
 from campaigns import runs, sweeps
 from campaigns.choices import ErrorCategory
 from campaigns.models import Run, Transfer
-from campaigns.results import analysis, baseline_choice, chain, charts, matrix, readers, verdicts
-from campaigns.results.parameters import byte_budget
+from campaigns.results import analysis, baseline_choice, charts, readers, verdicts
 from campaigns.spec import RunSpec
+from campaigns.web import chart_registry
 from campaigns.web.filters import TransferFilter
 from campaigns.web.forms import BaselineChoiceForm
 
@@ -58,12 +58,13 @@ class RunDetailView(DetailView):
         context["transfer_filter"] = TransferFilter(queryset=Transfer.objects.none())
         # A live run shows its progress and charts; its result tables come when it ends.
         context["result"] = readers.stored(self.object)
-        context["byte_budget"] = byte_budget(self.object)
+        context["byte_budget"] = readers.byte_budget(self.object)
         context["retryable"] = runs.retryable_count(self.object)
-        context["chain"] = chain.retry_chain(self.object)
+        context["chain"] = readers.retry_chain(self.object)
         context["in_flight"] = readers.oldest_in_flight(self.object) if self.object.is_live else []
         context["target_rate_bps"] = verdicts.target_rate_bps(self.object)
         context["swept"] = [(axis, sweeps.AXIS_LABELS[axis]) for axis in RunSpec.of(self.object).swept_axes]
+        context["charts"] = chart_registry.run_page(self.object, context["swept"])
         context["client_rows"] = analysis.client_rows(self.object.summary or {})
         context["baseline"] = baseline_choice.standing(self.object)
         context["baseline_form"] = BaselineChoiceForm(
@@ -112,22 +113,14 @@ def run_retry_failed(request: HttpRequest, pk: int) -> HttpResponse:
     return redirect(retry)
 
 
-CHARTS = {
-    "timeline": readers.timeline,
-    "steps": lambda run: matrix.chart(readers.steps(run), RunSpec.of(run).swept_axes),
-    "errors": lambda run: {"errors": charts.error_mix(run)},
-    "scatter": charts.scatter,
-    "hosts": charts.hosts,
-    "events": lambda run: {"events": charts.events(run)},
-}
-
-
 def run_chart(request: HttpRequest, pk: int, name: str) -> JsonResponse:
-    """One small JSON document per chart; `live` tells the page whether to ask again."""
-    if name not in CHARTS:
+    """One small JSON document of the run page's charts (chart_registry.RUN_DOCUMENTS); `live`
+    tells the page whether to ask again."""
+    read = chart_registry.RUN_DOCUMENTS.get(name)
+    if read is None:
         raise Http404("No such chart.")
     run = get_object_or_404(Run, pk=pk)
-    return JsonResponse({"run": run.pk, "live": run.is_live, **CHARTS[name](run)})
+    return JsonResponse({"run": run.pk, "live": run.is_live, **read(run)})
 
 
 def run_errors(request: HttpRequest, pk: int, category: str) -> HttpResponse:

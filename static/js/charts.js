@@ -1,8 +1,14 @@
 /*
- * Charts of the run, comparison and host pages. Each chart reads a small JSON endpoint
- * (the server aggregates; nothing here walks transfers) and every time chart draws the
- * events of the hosts and backends involved as vertical lines (chartjs-plugin-annotation).
- * A live run's charts ask again every 5 s and stop once the server says the run ended.
+ * Charts of the run, comparison, campaign, host and host-test pages. Every chart is a canvas
+ * that says what it is: data-chart (its name), data-draw (which drawer below draws it) and
+ * data-sources (the JSON documents it reads, by name: {"timeline": url, ...}); the pages
+ * declare them once, in campaigns/web/chart_registry.py. Each section marked data-charts
+ * fetches every document its canvases name once, then hands each canvas its own: nothing is
+ * matched by position. The server aggregates (nothing here walks transfers); every time chart
+ * draws the events of the hosts and backends involved as vertical lines
+ * (chartjs-plugin-annotation). A section whose documents say "live" asks again every 5 s, and
+ * stops once the server says the run ended; a [data-chart-param] control of the section (the
+ * history's figure) is sent with every request and redraws the section when it changes.
  *
  * Loaded with "defer" after the vendored Chart.js, its date adapter and the annotation plugin.
  */
@@ -174,171 +180,149 @@
     return sets;
   }
 
+
   /* ---- Run page ------------------------------------------------------------------------- */
 
-  function runCharts(root) {
-    var base = root.getAttribute("data-base");
-    function url(name) { return base.replace(/timeline\.json$/, name + ".json"); }
-    function canvas(name) { return root.querySelector('[data-chart="' + name + '"]'); }
+  function eventsOf(docs) { return docs.events ? docs.events.events : []; }
 
-    function draw() {
-      return Promise.all([url("events"), url("timeline"), url("steps"), url("scatter"), url("errors"), url("hosts")].map(getJSON))
-        .then(function (parts) {
-          var events = parts[0].events, tl = parts[1], steps = parts[2], sc = parts[3];
-          var errors = parts[4].errors, hosts = parts[5];
-          drawTimeline(tl, events);
-          drawSteps(steps);
-          drawScatter(sc);
-          drawErrors(errors);
-          drawHosts(hosts, events);
-          return parts[1].live;
+  function drawThroughput(c, docs) {
+    var tl = docs.timeline;
+    if (!tl.times.length) { noData(c, "No copy has finished yet."); return; }
+    clearNoData(c);
+    var sets = [], i = 0;
+    Object.keys(tl.doors).forEach(function (name) {
+      sets.push(line("door " + name, tl.times, tl.doors[name], i++, { unit: "B/s" }));
+    });
+    sets.push(line("total", tl.times, tl.total, i++, { unit: "B/s", borderWidth: 2.5, borderColor: "#6b7280", backgroundColor: "#6b7280" }));
+    sets.push(line("rolling mean (" + tl.rolling_buckets + " × " + tl.bucket_seconds + " s)", tl.times, tl.rolling, i++,
+      { unit: "B/s", borderDash: [6, 3], borderWidth: 2 }));
+    makeChart(c, "line", sets, { x: timeAxis(), y: valueAxis("throughput (bytes/s)", "B/s") }, eventsOf(docs));
+  }
+
+  function drawInFlight(c, docs) {
+    var tl = docs.timeline;
+    if (!tl.times.length) { noData(c, "No copy has finished yet."); return; }
+    clearNoData(c);
+    var fails = line("failures per " + tl.bucket_seconds + " s", tl.times, tl.failures, 3, { type: "bar", yAxisID: "y2", unit: "" });
+    makeChart(c, "line", [line("copies in flight", tl.times, tl.active, 0, { unit: "", fill: true, backgroundColor: "rgba(59,125,216,0.15)" }), fails],
+      { x: timeAxis(), y: valueAxis("copies in flight (mean)", ""), y2: valueAxis("failures", "", { position: "right", grid: { drawOnChartArea: false } }) },
+      eventsOf(docs));
+  }
+
+  function stepPoints(data) {
+    return data.steps.filter(function (s) { return s.throughput_bps; }).map(function (s) { return { x: s.concurrency, y: s.throughput_bps }; });
+  }
+
+  /* Throughput against concurrency; in a sweep over more than concurrency, one line per setting. */
+  function drawSteps(c, docs) {
+    var data = docs.steps, points = stepPoints(data);
+    if (!points.length) { noData(c, "No step has a throughput yet."); return; }
+    clearNoData(c);
+    var axis = concurrencyAxis(points.map(function (p) { return p.x; }));
+    if (!data.axes || !data.axes.length) {
+      makeChart(c, "line", [{ label: "throughput per step", data: points, borderColor: colour(0), backgroundColor: colour(0), pointRadius: 4, unit: "B/s" }],
+        { x: axis, y: valueAxis("throughput (bytes/s)", "B/s") }, []);
+      return;
+    }
+    makeChart(c, "line", sweepLines(data.by.concurrency), { x: axis, y: valueAxis("throughput (bytes/s)", "B/s") }, []);
+  }
+
+  /* The same steps against the first swept knob (data-axis), one line per concurrency. */
+  function drawStepsByAxis(c, docs) {
+    var data = docs.steps;
+    if (!stepPoints(data).length) { noData(c, "No step has a throughput yet."); return; }
+    clearNoData(c);
+    var name = c.getAttribute("data-axis"), byAxis = (data.by || {})[name] || [];
+    var numeric = byAxis.every(function (l) { return l.points.every(function (p) { return typeof p.x === "number"; }); });
+    // Sizes read in bytes units; file sizes span decades (1 MB to 10 GB), so on a log scale.
+    var sized = name === "file_size" || name === "tcp_buffer_size";
+    var x = numeric ? { type: name === "file_size" ? "logarithmic" : "linear", title: { display: true, text: c.getAttribute("data-axis-label") },
+        ticks: sized ? { callback: formatter("B") } : {} }
+      : { type: "category", labels: uniqueX(byAxis), title: { display: true, text: c.getAttribute("data-axis-label") } };
+    makeChart(c, "line", sweepLines(byAxis), { x: x, y: valueAxis("throughput (bytes/s)", "B/s") }, []);
+  }
+
+  function sweepLines(lines) {
+    return lines.map(function (l, i) {
+      return { label: l.label, data: l.points.map(function (p) { return { x: p.x, y: p.y }; }),
+        borderColor: colour(i), backgroundColor: colour(i), pointRadius: 4, unit: "B/s" };
+    });
+  }
+
+  function uniqueX(lines) {
+    var seen = [];
+    lines.forEach(function (l) { l.points.forEach(function (p) { if (seen.indexOf(p.x) < 0) seen.push(p.x); }); });
+    return seen;
+  }
+
+  function drawScatter(c, docs) {
+    var sc = docs.scatter;
+    var note = c.closest("figure").querySelector("[data-chart-note]");
+    if (note) note.textContent = "one successful copy in " + sc.sampled_every + " (" + sc.points.length + " points)";
+    if (!sc.points.length) { noData(c, "No successful copy yet."); return; }
+    clearNoData(c);
+    makeChart(c, "scatter", [{ label: "copies", data: sc.points, borderColor: colour(2), backgroundColor: colour(2), pointRadius: 2, unit: "s" }],
+      { x: { type: "linear", title: { display: true, text: "file size (bytes)" }, ticks: { callback: formatter("B") } },
+        y: valueAxis("duration (s)", "s") }, []);
+  }
+
+  function drawErrors(c, docs) {
+    var errors = docs.errors.errors;
+    var list = c.closest("figure").querySelector("#error-categories");
+    var tpl = list ? list.getAttribute("data-errors-url") : "";
+    if (list) {
+      list.replaceChildren();
+      errors.forEach(function (e) {
+        var b = document.createElement("button");
+        b.type = "button";
+        b.className = "btn btn-small";
+        b.textContent = e.category + " (" + e.count + ")";
+        b.setAttribute("data-category", e.category);
+        b.addEventListener("click", function () {
+          window.htmx.ajax("GET", tpl.replace("CATEGORY", e.category), { target: "#error-messages", swap: "innerHTML" });
         });
-    }
-
-    function drawTimeline(tl, events) {
-      var c = canvas("throughput"), a = canvas("active");
-      if (!tl.times.length) {
-        noData(c, "No copy has finished yet.");
-        noData(a, "No copy has finished yet.");
-        return;
-      }
-      clearNoData(c); clearNoData(a);
-      var sets = [], i = 0;
-      Object.keys(tl.doors).forEach(function (name) {
-        sets.push(line("door " + name, tl.times, tl.doors[name], i++, { unit: "B/s" }));
-      });
-      sets.push(line("total", tl.times, tl.total, i++, { unit: "B/s", borderWidth: 2.5, borderColor: "#6b7280", backgroundColor: "#6b7280" }));
-      sets.push(line("rolling mean (" + tl.rolling_buckets + " × " + tl.bucket_seconds + " s)", tl.times, tl.rolling, i++,
-        { unit: "B/s", borderDash: [6, 3], borderWidth: 2 }));
-      makeChart(c, "line", sets, { x: timeAxis(), y: valueAxis("throughput (bytes/s)", "B/s") }, events);
-      var fails = line("failures per " + tl.bucket_seconds + " s", tl.times, tl.failures, 3, { type: "bar", yAxisID: "y2", unit: "" });
-      makeChart(a, "line", [line("copies in flight", tl.times, tl.active, 0, { unit: "", fill: true, backgroundColor: "rgba(59,125,216,0.15)" }), fails],
-        { x: timeAxis(), y: valueAxis("copies in flight (mean)", ""), y2: valueAxis("failures", "", { position: "right", grid: { drawOnChartArea: false } }) },
-        events);
-    }
-
-    function drawSteps(data) {
-      var c = canvas("steps"), steps = data.steps;
-      var points = steps.filter(function (s) { return s.throughput_bps; }).map(function (s) { return { x: s.concurrency, y: s.throughput_bps }; });
-      if (!points.length) { noData(c, "No step has a throughput yet."); return; }
-      clearNoData(c);
-      var axis = concurrencyAxis(points.map(function (p) { return p.x; }));
-      if (!data.axes || !data.axes.length) {
-        makeChart(c, "line", [{ label: "throughput per step", data: points, borderColor: colour(0), backgroundColor: colour(0), pointRadius: 4, unit: "B/s" }],
-          { x: axis, y: valueAxis("throughput (bytes/s)", "B/s") }, []);
-        return;
-      }
-      /* A sweep over more than concurrency: one line per setting, and the same steps against the
-         first swept knob, one line per concurrency. */
-      makeChart(c, "line", sweepLines(data.by.concurrency), { x: axis, y: valueAxis("throughput (bytes/s)", "B/s") }, []);
-      var m = canvas("steps-by-axis");
-      if (!m) return;
-      var name = m.getAttribute("data-axis"), byAxis = data.by[name] || [];
-      var numeric = byAxis.every(function (l) { return l.points.every(function (p) { return typeof p.x === "number"; }); });
-      // Sizes read in bytes units; file sizes span decades (1 MB to 10 GB), so on a log scale.
-      var sized = name === "file_size" || name === "tcp_buffer_size";
-      var x = numeric ? { type: name === "file_size" ? "logarithmic" : "linear", title: { display: true, text: m.getAttribute("data-axis-label") },
-          ticks: sized ? { callback: formatter("B") } : {} }
-        : { type: "category", labels: uniqueX(byAxis), title: { display: true, text: m.getAttribute("data-axis-label") } };
-      makeChart(m, "line", sweepLines(byAxis), { x: x, y: valueAxis("throughput (bytes/s)", "B/s") }, []);
-    }
-
-    function sweepLines(lines) {
-      return lines.map(function (l, i) {
-        return { label: l.label, data: l.points.map(function (p) { return { x: p.x, y: p.y }; }),
-          borderColor: colour(i), backgroundColor: colour(i), pointRadius: 4, unit: "B/s" };
+        list.appendChild(b);
       });
     }
+    if (!errors.length) { noData(c, "No failure."); return; }
+    clearNoData(c);
+    makeChart(c, "bar", [{ label: "failures", data: errors.map(function (e) { return { x: e.category, y: e.count }; }),
+      backgroundColor: colour(3), unit: "" }],
+      { x: { type: "category", title: { display: true, text: "error category" } }, y: valueAxis("failures (count)", "") }, []);
+  }
 
-    function uniqueX(lines) {
-      var seen = [];
-      lines.forEach(function (l) { l.points.forEach(function (p) { if (seen.indexOf(p.x) < 0) seen.push(p.x); }); });
-      return seen;
-    }
-
-    function drawScatter(sc) {
-      var c = canvas("scatter");
-      var note = root.querySelector("[data-scatter-note]");
-      if (note) note.textContent = "one successful copy in " + sc.sampled_every + " (" + sc.points.length + " points)";
-      if (!sc.points.length) { noData(c, "No successful copy yet."); return; }
-      clearNoData(c);
-      makeChart(c, "scatter", [{ label: "copies", data: sc.points, borderColor: colour(2), backgroundColor: colour(2), pointRadius: 2, unit: "s" }],
-        { x: { type: "linear", title: { display: true, text: "file size (bytes)" }, ticks: { callback: formatter("B") } },
-          y: valueAxis("duration (s)", "s") }, []);
-    }
-
-    function drawErrors(errors) {
-      var c = canvas("errors");
-      var list = document.getElementById("error-categories");
-      var tpl = list ? list.getAttribute("data-errors-url") : "";
-      if (list) {
-        list.replaceChildren();
-        errors.forEach(function (e) {
-          var b = document.createElement("button");
-          b.type = "button";
-          b.className = "btn btn-small";
-          b.textContent = e.category + " (" + e.count + ")";
-          b.setAttribute("data-category", e.category);
-          b.addEventListener("click", function () {
-            window.htmx.ajax("GET", tpl.replace("CATEGORY", e.category), { target: "#error-messages", swap: "innerHTML" });
-          });
-          list.appendChild(b);
-        });
-      }
-      if (!errors.length) { noData(c, "No failure."); return; }
-      clearNoData(c);
-      makeChart(c, "bar", [{ label: "failures", data: errors.map(function (e) { return { x: e.category, y: e.count }; }),
-        backgroundColor: colour(3), unit: "" }],
-        { x: { type: "category", title: { display: true, text: "error category" } }, y: valueAxis("failures (count)", "") }, []);
-    }
-
-    function drawHosts(hosts, events) {
-      root.querySelectorAll("[data-labelled]").forEach(function (c) {
-        var sets = labelledSets(c, hosts.labelled);
-        if (!sets.length) {
-          noData(c, (hosts.hosts || []).length
-            ? "No such sample from the doors' collectors in this window."
-            : "No door of this run is registered as a host: register the doors and start their collectors to see this.");
-          return;
-        }
-        clearNoData(c);
-        makeChart(c, "line", sets, { x: timeAxis(), y: valueAxis(c.getAttribute("data-title"), c.getAttribute("data-unit") || "") }, events);
+  /* A door metric of the run's hosts (data-metric; "net" is received and sent), one line per host. */
+  function drawDoorMetric(c, docs) {
+    var hosts = docs.hosts, metric = c.getAttribute("data-metric"), unit = c.getAttribute("data-unit") || "";
+    var m = hosts.metrics || {};
+    var sets = [], i = 0;
+    var wanted = metric === "net" ? [["net.rx_bps", "received"], ["net.tx_bps", "sent"]] : [[metric, ""]];
+    wanted.forEach(function (w) {
+      var byHost = m[w[0]] || {};
+      Object.keys(byHost).forEach(function (host) {
+        sets.push({ label: host + (w[1] ? " " + w[1] : ""), data: byHost[host].map(function (p) { return { x: p[0], y: p[1] }; }),
+          borderColor: colour(i), backgroundColor: colour(i), pointRadius: 0, borderWidth: 1.5, unit: unit });
+        i++;
       });
-      root.querySelectorAll('[data-chart^="host:"]').forEach(function (c) {
-        var metric = c.getAttribute("data-chart").slice(5);
-        var unit = c.getAttribute("data-unit") || "";
-        var m = hosts.metrics || {};
-        var sets = [], i = 0;
-        var wanted = metric === "net" ? [["net.rx_bps", "received"], ["net.tx_bps", "sent"]] : [[metric, ""]];
-        wanted.forEach(function (w) {
-          var byHost = m[w[0]] || {};
-          Object.keys(byHost).forEach(function (host) {
-            sets.push({ label: host + (w[1] ? " " + w[1] : ""), data: byHost[host].map(function (p) { return { x: p[0], y: p[1] }; }),
-              borderColor: colour(i), backgroundColor: colour(i), pointRadius: 0, borderWidth: 1.5, unit: unit });
-            i++;
-          });
-        });
-        if (!sets.length) {
-          noData(c, (hosts.hosts || []).length
-            ? "No sample from the doors' collectors in this window."
-            : "No door of this run is registered as a host: register the doors and start their collectors to see this.");
-          return;
-        }
-        clearNoData(c);
-        var title = metric === "cpu.percent" ? "CPU busy (%)" : metric === "load1" ? "load average (1 min)" : "network (bytes/s)";
-        makeChart(c, "line", sets, { x: timeAxis(), y: valueAxis(title, unit, metric === "cpu.percent" ? { max: 100 } : {}) }, events);
-      });
+    });
+    if (!sets.length) {
+      noData(c, (hosts.hosts || []).length ? "No sample from the doors' collectors in this window." : c.getAttribute("data-no-host"));
+      return;
     }
+    clearNoData(c);
+    var title = metric === "cpu.percent" ? "CPU busy (%)" : metric === "load1" ? "load average (1 min)" : "network (bytes/s)";
+    makeChart(c, "line", sets, { x: timeAxis(), y: valueAxis(title, unit, metric === "cpu.percent" ? { max: 100 } : {}) }, eventsOf(docs));
+  }
 
-    function cycle() {
-      draw().then(function (live) {
-        if (live) setTimeout(cycle, POLL_MS);
-      }).catch(function (err) {
-        console.error(err);
-        setTimeout(cycle, POLL_MS * 2);
-      });
+  /* A labelled series of the run's doors (a daemon's CPU, each disk, each log pattern). */
+  function drawLabelled(c, docs) {
+    var hosts = docs.hosts, sets = labelledSets(c, hosts.labelled);
+    if (!sets.length) {
+      noData(c, (hosts.hosts || []).length ? "No such sample from the doors' collectors in this window." : c.getAttribute("data-no-host"));
+      return;
     }
-    cycle();
+    clearNoData(c);
+    makeChart(c, "line", sets, { x: timeAxis(), y: valueAxis(c.getAttribute("data-title"), c.getAttribute("data-unit") || "") }, eventsOf(docs));
   }
 
   /* A concurrency axis ticked at the sweep's own concurrencies (1, 2, 4 … 128), logarithmic when
@@ -368,158 +352,143 @@
     return { type: by.x === "file_size" ? "logarithmic" : "linear", title: title, ticks: sized ? { callback: formatter("B") } : {} };
   }
 
+
   /* ---- Comparison page ------------------------------------------------------------------ */
 
-  function compareCharts(root) {
-    getJSON(root.getAttribute("data-src")).then(function (data) {
-      var steps = [], time = [];
-      data.runs.forEach(function (r, i) {
-        var label = r.label + (r.disturbed ? " (disturbed)" : "");
-        var dash = r.disturbed ? [5, 4] : [];
-        steps.push({ label: label, data: r.steps, borderColor: colour(i), backgroundColor: colour(i), pointRadius: 4, borderDash: dash, unit: "B/s" });
-        time.push({ label: label, data: r.over_time, borderColor: colour(i), backgroundColor: colour(i), pointRadius: 0, borderWidth: 1.5, borderDash: dash, unit: "B/s" });
+  function compareLabel(r) { return r.label + (r.disturbed ? " (disturbed)" : ""); }
+
+  function drawCompareSteps(c, docs) {
+    var data = docs.compare;
+    if (data.by && data.by.x !== "concurrency") {
+      // The steps against another knob (streams, TCP buffer, file size, mode): the server's lines.
+      var lines = data.by.lines.map(function (l, i) {
+        return { label: l.label, data: l.points.map(function (p) { return { x: p.x, y: p.y }; }), borderColor: colour(i),
+          backgroundColor: colour(i), pointRadius: 4, borderDash: l.disturbed ? [5, 4] : [], unit: "B/s" };
       });
-      var concurrencies = [];
-      data.runs.forEach(function (r) { r.steps.forEach(function (p) { concurrencies.push(p.x); }); });
-      var stepsChart = root.querySelector('[data-chart="compare-steps"]');
-      if (data.by && data.by.x !== "concurrency") {
-        // The steps against another knob (streams, TCP buffer, file size, mode): the server's lines.
-        var lines = data.by.lines.map(function (l, i) {
-          return { label: l.label, data: l.points.map(function (p) { return { x: p.x, y: p.y }; }), borderColor: colour(i),
-            backgroundColor: colour(i), pointRadius: 4, borderDash: l.disturbed ? [5, 4] : [], unit: "B/s" };
-        });
-        makeChart(stepsChart, "line", lines, { x: knobAxis(data.by), y: valueAxis("throughput (bytes/s)", "B/s") }, []);
-      } else {
-        makeChart(stepsChart, "line", steps, { x: concurrencyAxis(concurrencies), y: valueAxis("throughput (bytes/s)", "B/s") }, []);
-      }
-      makeChart(root.querySelector('[data-chart="compare-time"]'), "line", time,
-        { x: { type: "linear", title: { display: true, text: "seconds since the run started" } },
-          y: valueAxis("throughput (bytes/s)", "B/s") }, []);
-    }).catch(function (err) { console.error(err); });
+      makeChart(c, "line", lines, { x: knobAxis(data.by), y: valueAxis("throughput (bytes/s)", "B/s") }, []);
+      return;
+    }
+    var steps = [], concurrencies = [];
+    data.runs.forEach(function (r, i) {
+      steps.push({ label: compareLabel(r), data: r.steps, borderColor: colour(i), backgroundColor: colour(i), pointRadius: 4,
+        borderDash: r.disturbed ? [5, 4] : [], unit: "B/s" });
+      r.steps.forEach(function (p) { concurrencies.push(p.x); });
+    });
+    makeChart(c, "line", steps, { x: concurrencyAxis(concurrencies), y: valueAxis("throughput (bytes/s)", "B/s") }, []);
+  }
+
+  function drawCompareTime(c, docs) {
+    var time = docs.compare.runs.map(function (r, i) {
+      return { label: compareLabel(r), data: r.over_time, borderColor: colour(i), backgroundColor: colour(i), pointRadius: 0,
+        borderWidth: 1.5, borderDash: r.disturbed ? [5, 4] : [], unit: "B/s" };
+    });
+    makeChart(c, "line", time, { x: { type: "linear", title: { display: true, text: "seconds since the run started" } },
+      y: valueAxis("throughput (bytes/s)", "B/s") }, []);
   }
 
   /* ---- Host page ------------------------------------------------------------------------ */
 
-  function hostCharts(root) {
-    getJSON(root.getAttribute("data-src")).then(function (data) {
-      root.querySelectorAll("[data-labelled]").forEach(function (c) {
-        var sets = labelledSets(c, data.labelled);
-        if (!sets.length) { noData(c, "No sample in this window."); return; }
-        clearNoData(c);
-        var chart = makeChart(c, "line", sets, { x: timeAxis(data.start, data.end), y: valueAxis(c.getAttribute("data-title"), c.getAttribute("data-unit") || "") },
-          data.events);
-        highlight(chart, data.highlight);
+  function drawHostLabelled(c, docs) {
+    var data = docs.host, sets = labelledSets(c, data.labelled);
+    if (!sets.length) { noData(c, "No sample in this window."); return; }
+    clearNoData(c);
+    var chart = makeChart(c, "line", sets, { x: timeAxis(data.start, data.end), y: valueAxis(c.getAttribute("data-title"), c.getAttribute("data-unit") || "") },
+      data.events);
+    highlight(chart, data.highlight);
+  }
+
+  function drawHostMetric(c, docs) {
+    var data = docs.host, metrics = c.getAttribute("data-metric").split(","), unit = c.getAttribute("data-unit") || "";
+    var sets = [];
+    metrics.forEach(function (metric, i) {
+      var byHost = (data.metrics || {})[metric] || {};
+      Object.keys(byHost).forEach(function (host) {
+        var points = byHost[host].map(function (p) { return { x: p[0], y: p[1] }; });
+        // A few samples only (a collector just started): show them as dots.
+        sets.push({ label: metric, data: points, borderColor: colour(i), backgroundColor: colour(i),
+          pointRadius: points.length < 30 ? 3 : 0, borderWidth: 1.5, unit: unit });
       });
-      root.querySelectorAll("[data-metric]").forEach(function (c) {
-        var metrics = c.getAttribute("data-metric").split(",");
-        var unit = c.getAttribute("data-unit") || "";
-        var sets = [];
-        metrics.forEach(function (metric, i) {
-          var byHost = (data.metrics || {})[metric] || {};
-          Object.keys(byHost).forEach(function (host) {
-            var points = byHost[host].map(function (p) { return { x: p[0], y: p[1] }; });
-            // A few samples only (a collector just started): show them as dots.
-            sets.push({ label: metric, data: points, borderColor: colour(i), backgroundColor: colour(i),
-              pointRadius: points.length < 30 ? 3 : 0, borderWidth: 1.5, unit: unit });
-          });
-        });
-        if (!sets.length) { noData(c, "No sample in this window."); return; }
-        clearNoData(c);
-        var chart = makeChart(c, "line", sets, { x: timeAxis(data.start, data.end), y: valueAxis(c.getAttribute("data-title"), unit) },
-          data.events);
-        highlight(chart, data.highlight);
-      });
-    }).catch(function (err) { console.error(err); });
+    });
+    if (!sets.length) { noData(c, "No sample in this window."); return; }
+    clearNoData(c);
+    var chart = makeChart(c, "line", sets, { x: timeAxis(data.start, data.end), y: valueAxis(c.getAttribute("data-title"), unit) },
+      data.events);
+    highlight(chart, data.highlight);
   }
 
   /* ---- Host-test series: each result as a point, the rolling mean as a line -------------- */
 
-  function hostTestChart(root) {
-    var canvas = root.querySelector('[data-chart="hosttest"]');
-    function draw() {
-      return getJSON(root.getAttribute("data-src")).then(function (data) {
-        var sets = [], i = 0;
-        Object.keys(data.series).forEach(function (name) {
-          var s = data.series[name];
-          var points = [], mean = [];
-          data.index.forEach(function (x, k) {
-            if (s.values[k] !== null) points.push({ x: x, y: s.values[k] });
-            if (s.rolling[k] !== null) mean.push({ x: x, y: s.rolling[k] });
-          });
-          var cached = name === "read" ? data.cached : [];
-          sets.push({ label: name, data: points, showLine: false, borderColor: colour(i), backgroundColor: colour(i), unit: "B/s",
-            pointRadius: 3, pointStyle: points.map(function (p) { return cached[p.x - 1] ? "crossRot" : "circle"; }) });
-          sets.push({ label: name + " rolling mean (" + data.window + ")", data: mean, borderColor: colour(i), backgroundColor: colour(i),
-            pointRadius: 0, borderWidth: 2, unit: "B/s", rolling: true });
-          i++;
-        });
-        if (!sets.length) { noData(canvas, "No result yet."); } else {
-          clearNoData(canvas);
-          makeChart(canvas, "line", sets, { x: { type: "linear", title: { display: true, text: "result" }, ticks: { precision: 0 } },
-            y: valueAxis("throughput (bytes/s)", "B/s") }, []);
-        }
-        return data.live;
+  function drawHostTest(c, docs) {
+    var data = docs.hosttest, sets = [], i = 0;
+    Object.keys(data.series).forEach(function (name) {
+      var s = data.series[name];
+      var points = [], mean = [];
+      data.index.forEach(function (x, k) {
+        if (s.values[k] !== null) points.push({ x: x, y: s.values[k] });
+        if (s.rolling[k] !== null) mean.push({ x: x, y: s.rolling[k] });
       });
-    }
-    function cycle() {
-      draw().then(function (live) { if (live) setTimeout(cycle, POLL_MS); })
-        .catch(function (err) { console.error(err); setTimeout(cycle, POLL_MS * 2); });
-    }
-    cycle();
+      var cached = name === "read" ? data.cached : [];
+      sets.push({ label: name, data: points, showLine: false, borderColor: colour(i), backgroundColor: colour(i), unit: "B/s",
+        pointRadius: 3, pointStyle: points.map(function (p) { return cached[p.x - 1] ? "crossRot" : "circle"; }) });
+      sets.push({ label: name + " rolling mean (" + data.window + ")", data: mean, borderColor: colour(i), backgroundColor: colour(i),
+        pointRadius: 0, borderWidth: 2, unit: "B/s", rolling: true });
+      i++;
+    });
+    if (!sets.length) { noData(c, "No result yet."); return; }
+    clearNoData(c);
+    makeChart(c, "line", sets, { x: { type: "linear", title: { display: true, text: "result" }, ticks: { precision: 0 } },
+      y: valueAxis("throughput (bytes/s)", "B/s") }, []);
   }
 
   /* ---- Campaign history: each run's figure, the band it was judged against, the changes ---- */
 
   var STATUS_COLOUR = { regressed: "#dc2626", better: "#16a34a", within: "#3b7dd8" };
 
-  function historyChart(root) {
-    var canvas = root.querySelector('[data-chart="history"]');
-    var select = root.querySelector("[data-history-figure]");
-    function draw(figure) {
-      var src = root.getAttribute("data-src") + "?figure=" + encodeURIComponent(figure);
-      return getJSON(src).then(function (data) {
-        var chosen = select.value;
-        select.innerHTML = "";
-        data.figures.forEach(function (f) {
-          var o = document.createElement("option");
-          o.value = f.key; o.textContent = f.label; o.selected = f.key === chosen;
-          select.appendChild(o);
-        });
-        if (!data.points.length) { noData(canvas, "No ended run has this figure yet."); return; }
-        clearNoData(canvas);
-        var unit = data.unit === "fraction" ? "" : data.unit;
-        var banded = data.points.filter(function (p) { return p.low !== null; });
-        var sets = [
-          { label: "band low", data: banded.map(function (p) { return { x: p.x, y: p.low }; }), borderColor: "rgba(59,125,216,0.35)",
-            backgroundColor: "rgba(59,125,216,0.12)", pointRadius: 0, borderWidth: 1, stepped: "middle", fill: false, unit: unit, band: true },
-          { label: "band (what each run was judged against)", data: banded.map(function (p) { return { x: p.x, y: p.high }; }),
-            borderColor: "rgba(59,125,216,0.35)", backgroundColor: "rgba(59,125,216,0.12)", pointRadius: 0, borderWidth: 1,
-            stepped: "middle", fill: "-1", unit: unit, band: true },
-          { label: "baseline median", data: banded.map(function (p) { return { x: p.x, y: p.median }; }), borderColor: "rgba(59,125,216,0.6)",
-            borderDash: [4, 4], pointRadius: 0, borderWidth: 1, stepped: "middle", unit: unit, band: true },
-          { label: select.options[select.selectedIndex] ? select.options[select.selectedIndex].textContent : data.figure,
-            data: data.points.map(function (p) { return { x: p.x, y: p.y, run: p }; }), unit: unit, borderColor: "#334155", borderWidth: 1.5,
-            pointRadius: 5, pointHoverRadius: 7,
-            pointStyle: data.points.map(function (p) { return p.counted ? "circle" : "triangle"; }),
-            pointBackgroundColor: data.points.map(function (p) { return STATUS_COLOUR[p.figure_status] || "#94a3b8"; }),
-            pointBorderColor: data.points.map(function (p) { return STATUS_COLOUR[p.figure_status] || "#94a3b8"; }) },
-        ];
-        var chart = makeChart(canvas, "line", sets, { x: timeAxis(), y: valueAxis(data.figure.replace(/_/g, " "), unit) }, data.events);
-        chart.options.plugins.legend.labels.filter = function (item) { return item.text !== "band low"; };
-        chart.options.plugins.tooltip.callbacks.afterLabel = function (ctx) {
-          var p = ctx.raw && ctx.raw.run;
-          return p ? ["run #" + p.run + " " + p.state + (p.disturbed ? ", disturbed" : ""), p.headline,
-            (p.counted ? "counted in later baselines: " : "not counted in later baselines: ") + p.baseline_why] : "";
-        };
-        chart.options.onClick = function (evt, elements) {
-          var hit = elements.filter(function (e) { return chart.data.datasets[e.datasetIndex].data[e.index].run; })[0];
-          if (hit) window.location.href = chart.data.datasets[hit.datasetIndex].data[hit.index].run.url;
-        };
-        chart.update("none");
+  /* The figure is the section's [data-chart-param][name=figure] choice; its options come with the data. */
+  function drawHistory(canvas, docs, section) {
+    var data = docs.history;
+    var select = section.querySelector('[data-chart-param][name="figure"]');
+    if (select) {
+      var chosen = select.value;
+      select.replaceChildren();
+      data.figures.forEach(function (f) {
+        var o = document.createElement("option");
+        o.value = f.key; o.textContent = f.label; o.selected = f.key === chosen;
+        select.appendChild(o);
       });
     }
-    select.addEventListener("change", function () { draw(select.value).catch(function (err) { console.error(err); }); });
-    draw(select.value).catch(function (err) { console.error(err); });
+    if (!data.points.length) { noData(canvas, "No ended run has this figure yet."); return; }
+    clearNoData(canvas);
+    var unit = data.unit === "fraction" ? "" : data.unit;
+    var banded = data.points.filter(function (p) { return p.low !== null; });
+    var picked = select && select.options[select.selectedIndex];
+    var sets = [
+      { label: "band low", data: banded.map(function (p) { return { x: p.x, y: p.low }; }), borderColor: "rgba(59,125,216,0.35)",
+        backgroundColor: "rgba(59,125,216,0.12)", pointRadius: 0, borderWidth: 1, stepped: "middle", fill: false, unit: unit, band: true },
+      { label: "band (what each run was judged against)", data: banded.map(function (p) { return { x: p.x, y: p.high }; }),
+        borderColor: "rgba(59,125,216,0.35)", backgroundColor: "rgba(59,125,216,0.12)", pointRadius: 0, borderWidth: 1,
+        stepped: "middle", fill: "-1", unit: unit, band: true },
+      { label: "baseline median", data: banded.map(function (p) { return { x: p.x, y: p.median }; }), borderColor: "rgba(59,125,216,0.6)",
+        borderDash: [4, 4], pointRadius: 0, borderWidth: 1, stepped: "middle", unit: unit, band: true },
+      { label: picked ? picked.textContent : data.figure,
+        data: data.points.map(function (p) { return { x: p.x, y: p.y, run: p }; }), unit: unit, borderColor: "#334155", borderWidth: 1.5,
+        pointRadius: 5, pointHoverRadius: 7,
+        pointStyle: data.points.map(function (p) { return p.counted ? "circle" : "triangle"; }),
+        pointBackgroundColor: data.points.map(function (p) { return STATUS_COLOUR[p.figure_status] || "#94a3b8"; }),
+        pointBorderColor: data.points.map(function (p) { return STATUS_COLOUR[p.figure_status] || "#94a3b8"; }) },
+    ];
+    var chart = makeChart(canvas, "line", sets, { x: timeAxis(), y: valueAxis(data.figure.replace(/_/g, " "), unit) }, data.events);
+    chart.options.plugins.legend.labels.filter = function (item) { return item.text !== "band low"; };
+    chart.options.plugins.tooltip.callbacks.afterLabel = function (ctx) {
+      var p = ctx.raw && ctx.raw.run;
+      return p ? ["run #" + p.run + " " + p.state + (p.disturbed ? ", disturbed" : ""), p.headline,
+        (p.counted ? "counted in later baselines: " : "not counted in later baselines: ") + p.baseline_why] : "";
+    };
+    chart.options.onClick = function (evt, elements) {
+      var hit = elements.filter(function (e) { return chart.data.datasets[e.datasetIndex].data[e.index].run; })[0];
+      if (hit) window.location.href = chart.data.datasets[hit.datasetIndex].data[hit.index].run.url;
+    };
+    chart.update("none");
   }
 
   /* The window a link asked for (a verdict's step): shaded, with the margin around it unshaded. */
@@ -533,13 +502,77 @@
     chart.update("none");
   }
 
+
+  /* ---- Drawing a section: each canvas by its data-draw, from the documents it names ------- */
+
+  var DRAW = {
+    "timeline": drawThroughput,
+    "in-flight": drawInFlight,
+    "steps": drawSteps,
+    "steps-by-axis": drawStepsByAxis,
+    "scatter": drawScatter,
+    "errors": drawErrors,
+    "door-metric": drawDoorMetric,
+    "labelled": drawLabelled,
+    "compare-steps": drawCompareSteps,
+    "compare-time": drawCompareTime,
+    "host-metric": drawHostMetric,
+    "host-labelled": drawHostLabelled,
+    "hosttest": drawHostTest,
+    "history": drawHistory,
+  };
+
+  function sourcesOf(canvas) { return JSON.parse(canvas.getAttribute("data-sources") || "{}"); }
+
+  function chartSection(section) {
+    var canvases = Array.prototype.slice.call(section.querySelectorAll("canvas[data-chart]"));
+    var params = Array.prototype.slice.call(section.querySelectorAll("[data-chart-param]"));
+    // A live section (a run, a host test) keeps asking after a failed request; another says it once.
+    var live = section.getAttribute("data-live") === "1";
+    function asked(url) {
+      var query = params.map(function (p) { return encodeURIComponent(p.name) + "=" + encodeURIComponent(p.value); }).join("&");
+      return query ? url + (url.indexOf("?") < 0 ? "?" : "&") + query : url;
+    }
+    function draw() {
+      var urls = {};
+      canvases.forEach(function (c) {
+        var sources = sourcesOf(c);
+        Object.keys(sources).forEach(function (name) { urls[name] = sources[name]; });
+      });
+      var names = Object.keys(urls);
+      return Promise.all(names.map(function (name) { return getJSON(asked(urls[name])); })).then(function (got) {
+        var docs = {};
+        names.forEach(function (name, i) { docs[name] = got[i]; });
+        canvases.forEach(function (c) {
+          var drawer = DRAW[c.getAttribute("data-draw")], own = {};
+          Object.keys(sourcesOf(c)).forEach(function (name) { own[name] = docs[name]; });
+          // One chart that cannot be drawn leaves the others drawn.
+          try {
+            if (!drawer) throw new Error("no drawer " + c.getAttribute("data-draw") + " for chart " + c.getAttribute("data-chart"));
+            drawer(c, own, section);
+          } catch (err) { console.error(err); }
+        });
+        live = got.some(function (doc) { return doc.live; });
+        return live;
+      });
+    }
+    function cycle() {
+      draw().then(function (live) {
+        if (live) setTimeout(cycle, POLL_MS);
+      }).catch(function (err) {
+        console.error(err);
+        if (live) setTimeout(cycle, POLL_MS * 2);
+      });
+    }
+    params.forEach(function (p) {
+      p.addEventListener("change", function () { draw().catch(function (err) { console.error(err); }); });
+    });
+    cycle();
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
     if (!window.Chart) return;
     if (window.StorageOps) window.StorageOps.applyChartTheme();
-    document.querySelectorAll("[data-run-charts]").forEach(runCharts);
-    document.querySelectorAll("[data-compare-charts]").forEach(compareCharts);
-    document.querySelectorAll("[data-host-charts]").forEach(hostCharts);
-    document.querySelectorAll("[data-hosttest-chart]").forEach(hostTestChart);
-    document.querySelectorAll("[data-history-chart]").forEach(historyChart);
+    document.querySelectorAll("[data-charts]").forEach(chartSection);
   });
 })();

@@ -3,6 +3,8 @@ judgement, partial and disturbed runs shown as what they were, the changes of th
 
 from __future__ import annotations
 
+import html
+import json
 from datetime import timedelta
 
 import pytest
@@ -60,7 +62,8 @@ def test_the_page_offers_the_chart_and_its_data_refuses_a_bad_figure(client, vie
     judged(finished(campaign, timezone.now(), 100 * MB))
     client.force_login(viewer)
     page = client.get(campaign.get_absolute_url()).content.decode()
-    assert f'data-src="/campaigns/{campaign.pk}/history.json"' in page and "js/charts" in page
+    sources = html.escape(json.dumps({"history": f"/campaigns/{campaign.pk}/history.json"}))
+    assert f'data-chart="history" data-draw="history" data-sources="{sources}"' in page and "js/charts" in page
     ok = client.get(f"/campaigns/{campaign.pk}/history.json?figure=step_throughput_4")
     assert ok.status_code == 200 and len(ok.json()["points"]) == 1
     bad = client.get(f"/campaigns/{campaign.pk}/history.json?figure=../../etc")

@@ -15,7 +15,6 @@ from campaigns.choices import RunState
 from campaigns.models import Run, Transfer
 from campaigns.results import analysis, comparison, readers
 from campaigns.results.finalize import finalize
-from campaigns.results.parameters import byte_budget
 from campaigns.results.retention import apply_retention
 from collectors.models import Host, MetricSample
 from tests.support.factories import mock_campaign
@@ -88,7 +87,7 @@ def test_a_live_run_is_computed_from_its_rows_and_read_as_stored_once_finished()
 def test_the_run_page_tells_the_campaigns_byte_budget_from_the_one_the_run_got(client, viewer):
     campaign = mock_campaign("budget-page", file_count=10, file_size=1000, max_bytes=9000, max_bytes_per_day=3500)
     run = runs.create_run(campaign, trigger="command")
-    assert byte_budget(run) == {"campaign": 9000, "run": 3500, "label": "daily byte budget", "cut": True}
+    assert readers.byte_budget(run) == {"campaign": 9000, "run": 3500, "label": "daily byte budget", "cut": True}
     client.force_login(viewer)
     html = client.get(f"/campaigns/runs/{run.pk}/").content.decode()
     frozen = html[html.index('id="frozen-parameters"') :]
@@ -96,7 +95,7 @@ def test_the_run_page_tells_the_campaigns_byte_budget_from_the_one_the_run_got(c
     assert "Byte budget this run got</dt><dd><code>3500</code> — what was left of the daily byte budget" in frozen
     assert "<dt>max_bytes</dt>" not in frozen
     plain = runs.create_run(mock_campaign("budget-plain", max_bytes=5000), trigger="command")
-    assert byte_budget(plain) == {"campaign": 5000, "run": 5000, "label": "byte budget", "cut": False}
+    assert readers.byte_budget(plain) == {"campaign": 5000, "run": 5000, "label": "byte budget", "cut": False}
 
 
 @pytest.mark.django_db

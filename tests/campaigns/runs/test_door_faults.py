@@ -21,7 +21,7 @@ from django.utils import timezone
 from campaigns import runs
 from campaigns.choices import RunState, TransferState
 from campaigns.models import Run, Transfer
-from campaigns.results.chain import retry_chain
+from campaigns.results.readers import retry_chain
 from campaigns.runs.copy_pool import GIVE_UP
 from campaigns.runs.executors.copies import DEADLINE_GRACE
 from collectors.choices import EventKind

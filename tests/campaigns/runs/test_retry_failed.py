@@ -12,7 +12,7 @@ from django.core.exceptions import ValidationError
 from campaigns import runs
 from campaigns.choices import RunState
 from campaigns.models import Run, Transfer
-from campaigns.results.chain import retry_chain
+from campaigns.results.readers import retry_chain
 from campaigns.runs.lifecycle import RunDriver
 from campaigns.runs.planning import plan
 from collectors import grafana

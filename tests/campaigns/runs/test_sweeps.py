@@ -9,7 +9,7 @@ from django.core.exceptions import ValidationError
 
 from campaigns import sweeps
 from campaigns.models import RunStep, Transfer
-from campaigns.results import matrix
+from campaigns.results import charts
 from tests.campaigns.runs.test_gridftp import check_copies, gsiftp, on_disk, transfer_stats
 from tests.campaigns.runs.test_real_transfers import drive, url_path
 from tests.support.factories import campaign, endpoint, mock_campaign
@@ -86,7 +86,7 @@ def test_each_step_of_a_streams_by_concurrency_matrix_copies_with_its_own_stream
         ("streams 1", [1, 2]), ("streams 4", [1, 2])]  # fmt: skip
     assert [(line["label"], [p["x"] for p in line["points"]]) for line in data["by"]["streams"]] == [
         ("concurrency 1", [1, 4]), ("concurrency 2", [1, 4])]  # fmt: skip
-    assert data["by"] == {x: matrix.series(steps, x, ["streams"]) for x in ("concurrency", "streams")}
+    assert data["by"] == {x: charts.series(steps, x, ["streams"]) for x in ("concurrency", "streams")}
     page = client.get(f"/campaigns/runs/{run.pk}/").content.decode()
     assert 'data-axis="streams"' in page and 'id="sweep-matrix"' in page
     csv_body = b"".join(client.get(f"/api/v1/runs/{run.pk}/steps-csv/").streaming_content).decode()

@@ -1,0 +1,203 @@
+"""What the doors' resources did in each step of a run: the saturation a verdict is read from.
+
+For each step's window and each host of the run's working doors, the mean of the collectors'
+samples: CPU of all cores, CPU of each watched daemon against the cores it may use (taskset,
+cpusets, or its cgroup's CPU quota when that is less), each interface against the host's link
+speed, each disk's busy time, memory used; beside them the step's share of requests that
+failed the way overloaded doors fail (checksum timeouts, HTTP 5xx). A reading that names a
+bottleneck carries its evidence: which host's samples, of which metrics, over which window.
+
+Read from rows already stored (steps, samples), so it can be read again at any time, e.g.
+after an operator sets a host's link speed.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import asdict, dataclass
+from datetime import datetime, timedelta
+
+from django.db.models import Avg, Count, Q
+
+from campaigns.models import Run, RunStep
+from campaigns.results.scope import door_hosts
+from campaigns.spec import RunSpec
+from collectors.models import Host, MetricSample
+
+# A door judged on fewer samples than this in a step is not judged there: one sample is a moment,
+# not a step (a verdict was once drawn from a single sample no chart showed).
+MIN_SAMPLES = 2
+# Requests failing this way are what overloaded doors answer (checksum timeouts, HTTP 5xx).
+OVERLOAD_ERRORS = ("checksum_timeout", "http_5xx")
+_METRICS = (
+    "cpu.percent",
+    "proc.cpu_percent",
+    "proc.cpus_allowed",
+    "proc.cpu_quota_cores",
+    "proc.cores_busy_percent",
+    "net.rx_bps",
+    "net.tx_bps",
+    "disk.busy_percent",
+    "mem.used",
+    "mem.total",
+)
+
+
+@dataclass(frozen=True)
+class Reading:
+    """One resource of one door over one step: its mean use as a fraction of its capacity."""
+
+    door: str
+    resource: str  # cpu, daemon_cpu, network, disk, memory
+    label: str  # daemon, interface or device
+    value: float
+    detail: str
+
+    @property
+    def title(self) -> str:
+        names = {
+            "cpu": "CPU (all cores)",
+            "daemon_cpu": f"CPU of {self.label}",
+            "cores": f"CPU of the cores {self.label} may use",
+            "network": f"network {self.label}",
+            "disk": f"disk {self.label} busy",
+            "memory": "memory",
+        }
+        return f"{names[self.resource]} on {self.door}"
+
+
+def readings(host: Host, means: dict[tuple[str, str], float]) -> list[Reading]:
+    """A host's resources as fractions of their capacity, from its mean samples over a window."""
+    out: list[Reading] = []
+    door = host.name
+    if (cpu := means.get(("cpu.percent", ""))) is not None:
+        out.append(Reading(door, "cpu", "", cpu / 100, f"{cpu:.0f} % of all cores"))
+    for (metric, label), value in sorted(means.items()):
+        if metric == "proc.cpu_percent":
+            cores = means.get(("proc.cpus_allowed", label))
+            if cores:
+                out.extend(_daemon_cpu(door, label, value, cores, means))
+        elif metric == "disk.busy_percent":
+            out.append(Reading(door, "disk", label, value / 100, f"busy {value:.0f} % of the time"))
+    if host.link_speed_bps:
+        interfaces = {label for metric, label in means if metric in ("net.rx_bps", "net.tx_bps")}
+        for iface in sorted(interfaces):
+            rate = max(means.get(("net.rx_bps", iface), 0.0), means.get(("net.tx_bps", iface), 0.0))
+            out.append(
+                Reading(
+                    door,
+                    "network",
+                    iface,
+                    rate * 8 / host.link_speed_bps,
+                    f"{rate * 8 / 1e9:.2f} of {host.link_speed_bps / 1e9:g} Gbit/s",
+                )
+            )
+    used, total = means.get(("mem.used", "")), means.get(("mem.total", ""))
+    if used is not None and total:
+        out.append(Reading(door, "memory", "", used / total, f"{used / 2**30:.1f} of {total / 2**30:.1f} GiB used"))
+    return out
+
+
+def _daemon_cpu(door: str, label: str, value: float, cores: float, means: dict) -> list[Reading]:
+    """The daemon's own use of the cores it may use, and, apart, how busy those cores were
+    whoever kept them busy: a host filled by other work starves the daemon too, but the verdict
+    must say it was the host, not the daemon (issue 17: "7 % of 2 cores" called the daemon full)."""
+    own = value / (100 * cores)
+    quota = means.get(("proc.cpu_quota_cores", label))
+    detail = f"{value:.0f} % of {cores:.3g} core(s)" + (" (its cgroup's CPU quota)" if quota else "")
+    found = [Reading(door, "daemon_cpu", label, own, detail)]
+    busy = means.get(("proc.cores_busy_percent", label))
+    # Under a CPU quota the quota is the daemon's limit, however busy the cores are.
+    if busy is not None and not quota:
+        share = value / cores
+        who = (
+            f"{label} itself {share:.0f} %: the host is busy with other work"
+            if share < busy / 2
+            else f"most of it {label}'s own ({share:.0f} %)"
+        )
+        found.append(Reading(door, "cores", label, busy / 100, f"{busy:.0f} % busy; {who}"))
+    return found
+
+
+def _step_windows(run: Run, end: datetime) -> list[tuple[RunStep, datetime]]:
+    return [(s, s.ended_at or end) for s in run.steps.order_by("index")]
+
+
+def saturation(run: Run, summary: dict, end: datetime) -> tuple[list[dict], dict[int, list[Reading]], int]:
+    """Per step: each door's readings and the overload error rate; also the samples used."""
+    windows = _step_windows(run, end)
+    hosts = door_hosts(run)
+    spec = RunSpec.of(run)
+    per_step: dict[int, list[Reading]] = {}
+    table: list[dict] = []
+    used = 0
+    errors = {s["step"]: s for s in summary.get("steps", [])}
+    for step, stop in windows:
+        # Averaged by the database, one query a step: a weeks-long run of many hosts has
+        # millions of samples, and the (host, metric, time) index serves exactly this.
+        # A sample stamped t covers the interval before t: it belongs to the step it ends in,
+        # and the first one of a step also covers time before the step began (the idle door
+        # before a run's first step), so it is left out when the step holds another one.
+        means: dict[int, dict[tuple[str, str], float]] = defaultdict(dict)
+        counts: dict[int, int] = defaultdict(int)  # host -> its most-sampled metric's samples
+        if hosts:
+            within = Q()
+            for host in hosts:
+                interval = timedelta(seconds=host.sample_interval)
+                begin = step.started_at + interval if stop - step.started_at >= 2 * interval else step.started_at
+                within |= Q(host=host, time__gte=begin)
+            rows = (
+                MetricSample.objects.filter(within, metric__in=_METRICS, time__gt=step.started_at, time__lte=stop)
+                .values_list("host_id", "metric", "label")
+                .annotate(mean=Avg("value"), n=Count("id"))
+                .order_by()
+            )
+            for host_id, metric, label, mean, n in rows:
+                means[host_id][(metric, label)] = mean
+                counts[host_id] = max(counts[host_id], n)
+                used += n
+        thin = {host.name: counts[host.pk] for host in hosts if 0 < counts[host.pk] < MIN_SAMPLES}
+        found = [r for host in hosts if host.name not in thin for r in readings(host, means[host.pk])]
+        row = errors.get(step.index, {})
+        attempted = row.get("files_ok", 0) + row.get("files_failed", 0)
+        overload = sum(row.get("errors", {}).get(c, 0) for c in OVERLOAD_ERRORS)
+        per_step[step.index] = found
+        table.append(
+            {
+                "step": step.index,
+                "concurrency": spec.concurrency_of(step.index),
+                # What each reading rests on: the step's window and each door's samples in it.
+                "window": [step.started_at.isoformat(), stop.isoformat()],
+                "samples": {host.name: counts[host.pk] for host in hosts if counts[host.pk]},
+                "readings": [{**asdict(r), "title": r.title} for r in sorted(found, key=lambda r: -r.value)],
+                "overload_error_rate": overload / attempted if attempted else None,
+                "not_enough_samples": thin,  # door -> the samples it had: not judged in this step
+            }
+        )
+    return table, per_step, used
+
+
+# -- evidence -------------------------------------------------------------------------------
+# The metrics a resource's reading is computed from, as the collectors store them.
+EVIDENCE_METRICS = {
+    "cpu": ["cpu.percent"],
+    "daemon_cpu": ["proc.cpu_percent", "proc.cpus_allowed", "proc.cpu_quota_cores"],
+    "cores": ["proc.cores_busy_percent", "proc.cpu_percent"],
+    "network": ["net.rx_bps", "net.tx_bps"],
+    "disk": ["disk.busy_percent"],
+    "memory": ["mem.used", "mem.total"],
+}
+
+
+def evidence(reading: Reading, step: dict) -> dict:
+    """Where a bottleneck can be seen: which host's samples, of which metrics, over which window
+    (the run page links it to the host's charts over exactly that window)."""
+    return {
+        "door": reading.door,
+        "host_id": Host.objects.filter(name=reading.door).values_list("pk", flat=True).first(),
+        "metrics": EVIDENCE_METRICS[reading.resource],
+        "label": reading.label,
+        "from": step["window"][0],
+        "to": step["window"][1],
+        "samples": step["samples"].get(reading.door, 0),
+    }
