@@ -135,7 +135,7 @@ class CampaignSerializer(BaseModelSerializer):
     def validate(self, attrs: dict) -> dict:
         attrs = super().validate(attrs)
         instance = self.instance
-        engine = attrs.get("engine", instance.engine if instance else "gfal2")
+        engine = attrs.get("engine", instance.engine if instance else Campaign._meta.get_field("engine").default)
         clients = attrs["clients"] if "clients" in attrs else list(instance.clients.all()) if instance else []
         if problem := client_pool_error(engine, clients):
             raise serializers.ValidationError({"clients": [problem]})

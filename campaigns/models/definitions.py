@@ -11,7 +11,7 @@ from django.db import models
 from django.urls import reverse
 
 from campaigns import choices
-from campaigns.models import engine_rules, sweep_rules
+from campaigns.models import engine_registry, engine_rules, sweep_rules
 from storageops.models import BaseModel
 from storageops.validators import MAX_INT32, validate_relative_path, validate_source_url_list, validate_transfer_url
 
@@ -136,7 +136,8 @@ class Campaign(BaseModel):
     name = models.CharField(max_length=100, unique=True, validators=[name_validator])
     description = models.TextField(blank=True)
     kind = models.CharField(max_length=20, choices=choices.CampaignKind.choices, default="transfer")
-    engine = models.CharField(max_length=10, choices=choices.Engine.choices, default="gfal2")
+    # A callable: the engines register when the app is ready, after this class (engine_registry).
+    engine = models.CharField(max_length=10, choices=engine_registry.engine_choices, default="gfal2")
     sources = models.ManyToManyField(Endpoint, related_name="source_of_campaigns")
     destinations = models.ManyToManyField(Endpoint, related_name="destination_of_campaigns", blank=True)
     clients = models.ManyToManyField(
@@ -342,7 +343,7 @@ class Campaign(BaseModel):
         errors.update(self._listing_errors())
         if self.kind == choices.CampaignKind.CHECKSUM_LOAD and self.file_mix:
             errors["file_mix"] = "A checksum load asks for checksums of files of one size: leave the mix empty."
-        errors.update(engine_rules.fts_errors(self))
+        errors = {**engine_rules.engine_errors(self), **errors}  # the engine's own, where nothing else is wrong
         if errors:
             raise ValidationError(errors)
 

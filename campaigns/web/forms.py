@@ -9,7 +9,7 @@ from django.conf import settings
 
 from campaigns import sweeps
 from campaigns.choices import BaselineChoice
-from campaigns.models import SCHEDULE_SETTINGS, Campaign, CampaignSchedule, Endpoint
+from campaigns.models import SCHEDULE_SETTINGS, Campaign, CampaignSchedule, Endpoint, engine_registry
 from campaigns.models.engine_rules import client_pool_error
 from collectors.choices import HostRole
 from collectors.models import Host
@@ -169,7 +169,9 @@ class CampaignForm(forms.ModelForm):
             "create_parent", "retries", "retry_delay", "concurrency_steps", "sweep", "step_seconds", "step_files",
             "step_barrier", "start_together", "max_bytes",
             "max_duration", "cancel_grace", "max_bytes_per_day", "max_bytes_per_week", "allow_overlap", "cleanup",
-            "fts_instance", "fts_priority", "fts_strict_copy", "target_rate_bps",
+            "target_rate_bps",
+            # Each engine's own fields (FTS: its instance, priority, strict copy), from the registry.
+            *engine_registry.option_fields(),
         ]  # fmt: skip
         widgets = {
             "description": forms.Textarea(attrs={"rows": 2}),
@@ -189,7 +191,8 @@ class CampaignForm(forms.ModelForm):
                                     "start_together", "clients")),
         ("Budgets and stopping", ("max_bytes", "max_duration", "cancel_grace", "max_bytes_per_day",
                                   "max_bytes_per_week", "allow_overlap", "cleanup")),
-        ("FTS (engine FTS3 only)", ("fts_instance", "fts_priority", "fts_strict_copy")),
+        *((f"{e.label} (engine {e.label} only)", e.option_fields)
+          for e in engine_registry.registered() if e.option_fields),
         ("Verdict", ("target_rate_bps",)),
     )  # fmt: skip
 

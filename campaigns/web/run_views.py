@@ -13,7 +13,7 @@ from django.views.generic import DetailView, ListView
 
 from campaigns import runs, sweeps
 from campaigns.choices import ErrorCategory
-from campaigns.models import Run, Transfer
+from campaigns.models import Run, Transfer, engine_registry
 from campaigns.results import analysis, baseline_choice, chain, charts, matrix, readers, verdicts
 from campaigns.results.parameters import byte_budget
 from campaigns.spec import RunSpec
@@ -64,6 +64,7 @@ class RunDetailView(DetailView):
         context["in_flight"] = readers.oldest_in_flight(self.object) if self.object.is_live else []
         context["target_rate_bps"] = verdicts.target_rate_bps(self.object)
         context["swept"] = [(axis, sweeps.AXIS_LABELS[axis]) for axis in RunSpec.of(self.object).swept_axes]
+        context["engine_results_template"] = engine_registry.results_template(RunSpec.of(self.object).engine)
         context["client_rows"] = analysis.client_rows(self.object.summary or {})
         context["baseline"] = baseline_choice.standing(self.object)
         context["baseline_form"] = BaselineChoiceForm(

@@ -21,7 +21,7 @@ from django.db import connection
 from campaigns import runs
 from campaigns.choices import RunState
 from campaigns.models import FtsInstance, FtsLinkLimit, Run, RunStep, Transfer
-from campaigns.runs.engines.fts import parse_time
+from campaigns.runs.engines.fts.client import parse_time
 from campaigns.runs.lifecycle import RunDriver
 from campaigns.runs.planning import source_path
 from campaigns.spec import RunSpec
@@ -283,9 +283,9 @@ def test_a_resumed_driver_takes_over_the_jobs_already_in_fts(xrootd_pair, fts):
 
     from django.utils import timezone
 
-    from campaigns.runs import fts_store
     from campaigns.runs import store as transfer_store
-    from campaigns.runs.engines.fts import FtsClient, FtsSettings, JobOptions, job_body
+    from campaigns.runs.engines.fts import store as fts_store
+    from campaigns.runs.engines.fts.client import FtsClient, FtsSettings, JobOptions, job_body
     from campaigns.runs.planning import plan
 
     door1, door2 = xrootd_pair

@@ -20,8 +20,8 @@ from django.db import connection
 from campaigns import runs
 from campaigns.choices import RunState, TransferState
 from campaigns.models import FtsInstance, Run, RunStep, Transfer
-from campaigns.runs.engines.fts import FtsClient, FtsSettings, parse_time
-from campaigns.runs.executors import fts as fts_executor
+from campaigns.runs.engines.fts import executor as fts_executor
+from campaigns.runs.engines.fts.client import FtsClient, FtsSettings, parse_time
 from campaigns.runs.lifecycle import RunDriver
 from collectors.models import Event
 from tests.support.factories import mock_campaign

@@ -8,8 +8,8 @@ from django.core.exceptions import ValidationError
 from campaigns import runs
 from campaigns.models import FtsInstance
 from campaigns.runs.engines.base import CopyJob
-from campaigns.runs.engines.errors import categorize_fts, parse_fts_reason
-from campaigns.runs.engines.fts import JobOptions, active_starts, file_outcome, job_body, storage_element
+from campaigns.runs.engines.fts.client import JobOptions, active_starts, file_outcome, job_body, storage_element
+from campaigns.runs.engines.fts.errors import categorize_fts, parse_fts_reason
 from campaigns.spec import RunSpec
 from tests.support.factories import campaign, endpoint
 

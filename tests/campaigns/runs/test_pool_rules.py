@@ -7,7 +7,7 @@ import pytest
 
 from campaigns.models import FtsInstance
 from campaigns.runs import planning
-from campaigns.runs.pool.shares import split
+from campaigns.runs.client_pool.shares import split
 from campaigns.spec import ClientSpec, RunSpec
 from collectors.models import Host
 from tests.support.api import api

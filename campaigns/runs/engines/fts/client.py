@@ -19,7 +19,7 @@ from urllib.parse import quote, urlsplit
 import requests
 
 from campaigns.runs.engines.base import CopyJob
-from campaigns.runs.engines.errors import categorize_fts
+from campaigns.runs.engines.fts.errors import categorize_fts
 
 log = logging.getLogger(__name__)
 
