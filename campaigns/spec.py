@@ -77,9 +77,6 @@ class RunSpec:
     max_bytes_per_week: int | None
     allow_overlap: bool
     cleanup: str
-    fts_instance_id: int | None
-    fts_priority: int
-    fts_strict_copy: bool
     target_rate_bps: int | None
     byte_budget_label: str = DEFAULT_BYTE_BUDGET_LABEL
     source_listing: str = ""  # "", "folder" or "urls": existing data, read only
@@ -88,6 +85,8 @@ class RunSpec:
     # tightest of that and what was left of the daily and weekly budgets when it was created.
     campaign_max_bytes: int | None = None
     sweep: dict = field(default_factory=dict)  # {axis: [values]} crossed with the concurrency steps
+    # The engine's own options, as its options form cleaned them (campaigns.models.engine_registry).
+    engine_options: dict = field(default_factory=dict)
     retry: RetrySpec | None = None
     clients: tuple[ClientSpec, ...] = ()  # a client pool; empty: the driving worker copies
     # Every step's full parameter point, in order (campaigns.sweeps): derived, not a parameter.
@@ -113,6 +112,7 @@ class RunSpec:
                 of=int(retry["of"]), indices=tuple(int(i) for i in retry["indices"]), seed=int(retry["seed"])
             )
         values["sweep"] = dict(values.get("sweep") or {})
+        values["engine_options"] = dict(values.get("engine_options") or {})
         values["clients"] = tuple(
             ClientSpec(str(c["name"]), int(c.get("weight") or 1)) for c in snapshot.get("clients") or []
         )
@@ -175,7 +175,7 @@ PARAMETER_NAMES = tuple(
 
 @cache
 def _campaign_defaults() -> dict[str, Any]:
-    defaults: dict[str, Any] = {"fts_instance_id": None}
+    defaults: dict[str, Any] = {}
     for name in PARAMETER_NAMES:
         if name not in defaults:
             model_field = Campaign._meta.get_field(name)

@@ -122,6 +122,12 @@ class FtsInstanceSerializer(BaseModelSerializer):
     )
 
 
+# Engine options were fields of their own until they moved into engine_options (migration
+# campaigns 0016). A client still sending them gets a 400 that names the new place, rather than
+# an alias: two spellings of one option would both have to be documented, merged and kept.
+RETIRED_OPTION_FIELDS = {"fts_instance": "instance", "fts_priority": "priority", "fts_strict_copy": "strict_copy"}
+
+
 class CampaignSerializer(BaseModelSerializer):
     # Every host is accepted here, so a door named by mistake is refused as "not a client"
     # (validate) rather than as a host that "does not exist".
@@ -131,6 +137,19 @@ class CampaignSerializer(BaseModelSerializer):
     )  # fmt: skip
     planned_files = serializers.IntegerField(read_only=True)
     planned_bytes = serializers.IntegerField(read_only=True)
+
+    def to_internal_value(self, data):
+        retired = sorted(set(RETIRED_OPTION_FIELDS) & set(data)) if hasattr(data, "keys") else []
+        if retired:
+            raise serializers.ValidationError(
+                {
+                    name: [
+                        f'Moved into engine_options: send "engine_options": {{"{RETIRED_OPTION_FIELDS[name]}": ...}}.'
+                    ]
+                    for name in retired
+                }
+            )
+        return super().to_internal_value(data)
 
     def validate(self, attrs: dict) -> dict:
         attrs = super().validate(attrs)

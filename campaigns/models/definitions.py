@@ -292,20 +292,11 @@ class Campaign(BaseModel):
         default=choices.Cleanup.KEEP,
         help_text="Delete the files a run wrote (below its run-<id>/ folder) when it ends, or keep them.",
     )
-    # The FTS engine's own knobs (ignored by gfal2 runs).
-    fts_instance = models.ForeignKey(
-        "campaigns.FtsInstance",
-        null=True,
+    engine_options = models.JSONField(
+        default=dict,
         blank=True,
-        on_delete=models.PROTECT,
-        related_name="campaigns",
-        help_text="The FTS3 server that runs this campaign's transfers (engine FTS3).",
-    )
-    fts_priority = models.PositiveSmallIntegerField(
-        "FTS priority", default=3, validators=[MinValueValidator(1), MaxValueValidator(5)]
-    )
-    fts_strict_copy = models.BooleanField(
-        "FTS strict copy", default=False, help_text="Copy only: no checksum, size or parent-directory checks."
+        help_text="The engine's own options, checked by its schema: none for gfal2 ({}); for FTS3 "
+        '{"instance": <FTS instance id>, "priority": 1-5 (3), "strict_copy": false}.',
     )
 
     class Meta:

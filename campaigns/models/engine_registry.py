@@ -17,6 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from django.core.exceptions import ValidationError
+
 # The drive task every engine gets unless it names its own: routed to the "transfers" queue
 # (CELERY_TASK_ROUTES), where the worker's copy slots are.
 DEFAULT_DRIVE_TASK = "campaigns.drive_run"
@@ -44,8 +46,9 @@ class EngineEntry:
         also uses for sources and clean-up, which tests replace.
     drive_task: the Celery task name `starting.dispatch` sends a run of this engine to. An engine
         that copies nothing in the worker (FTS) takes "campaigns.drive_fts_run", on "control".
-    option_fields: the Campaign fields that are this engine's own options (a form's fieldset;
-        other engines ignore them).
+    options_form: a Django form class, the schema of the engine's options (Campaign.engine_options,
+        a JSON object): it validates them for the model, the campaign form shows its fields
+        (named "<engine>_<option>") and the API documents them. None: the engine takes none.
     campaign_errors(campaign): field errors of a campaign this engine cannot run as set
         (Campaign.clean).
     runnable_errors(campaign): reasons a saved campaign cannot start yet (starting.check_runnable).
@@ -62,7 +65,7 @@ class EngineEntry:
     label: str
     build_executor: Callable
     drive_task: str = DEFAULT_DRIVE_TASK
-    option_fields: tuple[str, ...] = ()
+    options_form: type | None = None
     campaign_errors: Callable[[Any], dict[str, str]] = _no_errors
     runnable_errors: Callable[[Any], list[str]] = _no_reasons
     snapshot_extras: Callable[[Any], dict[str, Any]] = _no_extras
@@ -123,6 +126,20 @@ def engine_choices() -> list[tuple[str, str]]:
     return [(entry.name, entry.label) for entry in _ENGINES.values()]
 
 
-def option_fields() -> tuple[str, ...]:
-    """Every engine's own Campaign fields (the pages show each under its engine)."""
-    return tuple(name for entry in _ENGINES.values() for name in entry.option_fields)
+def clean_options(name: str, options) -> dict:
+    """An engine's options validated by its options form, as JSON values (an instance by its
+    id); ValidationError with "option: message" lines when they are not valid."""
+    form_class = engine(name).options_form
+    if not isinstance(options, dict):
+        raise ValidationError("The engine's options are a JSON object, e.g. {} for gfal2.")
+    if form_class is None:
+        if options:
+            raise ValidationError(f"The {engine(name).label} engine takes no options (got {', '.join(options)}).")
+        return {}
+    form = form_class(data=options)
+    unknown = sorted(set(options) - set(form.fields))
+    if unknown:
+        raise ValidationError(f"Unknown options of the {engine(name).label} engine: {', '.join(unknown)}.")
+    if not form.is_valid():
+        raise ValidationError([f"{key}: {message}" for key, messages in form.errors.items() for message in messages])
+    return form.as_options()

@@ -3,7 +3,9 @@ its own checks (campaigns.models.engine_registry); these are the ones every engi
 
 from __future__ import annotations
 
-from campaigns.models.engine_registry import engine, registered
+from django.core.exceptions import ValidationError
+
+from campaigns.models.engine_registry import clean_options, engine, registered
 
 
 def engine_errors(campaign) -> dict[str, str]:
@@ -11,7 +13,13 @@ def engine_errors(campaign) -> dict[str, str]:
     engine that is not registered is the engine field's own error (its choices say so)."""
     if not any(entry.name == campaign.engine for entry in registered()):
         return {}
-    return engine(campaign.engine).campaign_errors(campaign)
+    errors: dict[str, str] = {}
+    try:
+        # Kept as the schema cleaned them: JSON values, defaults filled in.
+        campaign.engine_options = clean_options(campaign.engine, campaign.engine_options)
+    except ValidationError as exc:
+        errors["engine_options"] = " ".join(exc.messages)
+    return {**engine(campaign.engine).campaign_errors(campaign), **errors}
 
 
 def client_pool_error(engine_name: str, clients) -> str | None:

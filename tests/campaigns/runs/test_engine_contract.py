@@ -74,7 +74,7 @@ def engine(request, tmp_path):
                 manage_link_limits=True,
                 poll_seconds=0.2,
             )
-            yield EngineCase("fts", {"engine": "fts", "fts_instance": instance})
+            yield EngineCase("fts", {"engine": "fts", "engine_options": {"instance": instance.pk}})
         finally:
             double.stop()
 

@@ -16,6 +16,7 @@ from django.core.exceptions import ValidationError
 from campaigns.models import FtsInstance, engine_registry
 from campaigns.models.engine_rules import client_pool_error
 from campaigns.runs.starting import check_runnable
+from tests.support.api import api
 from tests.support.factories import mock_campaign
 from tests.support.toy_engine import ENTRY as TOY
 from tests.support.toy_engine import toy_engine_registered
@@ -113,10 +114,12 @@ def test_the_fts_entry_says_what_an_fts_campaign_may_not_ask_for():
     campaign.engine = "fts"
     with pytest.raises(ValidationError) as refused:
         campaign.full_clean()
-    assert set(refused.value.message_dict) == {"tpc_mode", "start_together", "fts_instance"}
+    assert set(refused.value.message_dict) == {"tpc_mode", "start_together", "engine_options"}
     campaign.tpc_mode, campaign.start_together = "pull", False
-    campaign.fts_instance = FtsInstance.objects.create(name="registry-fts", url="https://fts.example.org:8446")
+    instance = FtsInstance.objects.create(name="registry-fts", url="https://fts.example.org:8446")
+    campaign.engine_options = {"instance": str(instance.pk), "strict_copy": "true"}
     campaign.full_clean()
+    assert campaign.engine_options == {"instance": instance.pk, "priority": 3, "strict_copy": True}
     check_runnable(campaign)
     # The snapshot freezes how the instance was reached, beside the parameters.
     extras = engine_registry.engine("fts").snapshot_extras(campaign)
@@ -139,3 +142,28 @@ def test_every_engine_maps_its_errors_onto_the_shared_categories():
     with toy_engine_registered():
         mapped = {e.name: e.categorize(125, "Transfer canceled by the user") for e in engine_registry.registered()}
     assert mapped == {"gfal2": "cancelled", "fts": "cancelled", "toy": "cancelled"}
+
+
+@pytest.mark.django_db
+def test_the_api_takes_engine_options_and_names_them_to_a_client_sending_the_old_fields(admin_user):
+    client = api(admin_user, "admin")
+    source = mock_campaign("api-src").sources.get()
+    instance = FtsInstance.objects.create(name="api-fts", url="https://fts.example.org:8446")
+    body = {"name": "api-fts", "sources": [source.pk], "engine": "fts", "tpc_mode": "pull"}
+
+    old = client.post("/api/v1/campaigns/", {**body, "fts_instance": instance.pk, "fts_priority": 4}, format="json")
+    assert old.status_code == 400, old.content
+    fields = old.json()["error"]["fields"]
+    assert fields["fts_instance"] == ['Moved into engine_options: send "engine_options": {"instance": ...}.']
+    assert fields["fts_priority"] == ['Moved into engine_options: send "engine_options": {"priority": ...}.']
+
+    missing = client.post("/api/v1/campaigns/", {**body, "engine_options": {"instance": 999_999}}, format="json")
+    assert missing.status_code == 400
+    assert missing.json()["error"]["fields"]["engine_options"] == ["instance: There is no FTS instance with this id."]
+
+    made = client.post("/api/v1/campaigns/", {**body, "engine_options": {"instance": instance.pk}}, format="json")
+    assert made.status_code == 201, made.content
+    assert made.json()["engine_options"] == {"instance": instance.pk, "priority": 3, "strict_copy": False}
+    # In use: deleting the instance is refused (409), as the foreign key's PROTECT did.
+    assert client.delete(f"/api/v1/fts-instances/{instance.pk}/").status_code == 409
+    assert FtsInstance.objects.filter(pk=instance.pk).exists()

@@ -38,7 +38,8 @@ def instance(double: FtsDouble) -> FtsInstance:
 
 
 def new_run(name: str, double: FtsDouble, seconds: int, **fields) -> Run:
-    fields = {"checksum_mode": "none", "file_size": 1_000_000, "engine": "fts", "fts_instance": instance(double),
+    fields = {"checksum_mode": "none", "file_size": 1_000_000, "engine": "fts",
+              "engine_options": {"instance": instance(double).pk},
               **fields}  # fmt: skip
     return runs.create_run(mock_campaign(name, dst_query=f"time={seconds}", **fields), trigger="command")
 

@@ -4,10 +4,11 @@ StorageOps submits, polls and records (docs/fts.md)."""
 from __future__ import annotations
 
 from campaigns import choices
-from campaigns.models import Campaign, Run
+from campaigns.models import Campaign, FtsInstance, Run
 from campaigns.models.engine_registry import EngineEntry, register_engine
 from campaigns.runs.engines.fts.errors import categorize_fts
 from campaigns.runs.engines.fts.executor import FtsExecutor, build_client
+from campaigns.runs.engines.fts.options import FtsOptionsForm
 from campaigns.runs.engines.fts.snapshot import fts_snapshot
 
 NAME = "fts"
@@ -30,19 +31,24 @@ def campaign_errors(campaign: Campaign) -> dict[str, str]:
         errors["tpc_mode"] = "FTS does third-party copies; streamed mode needs the gfal2 engine."
     if campaign.start_together:
         errors["start_together"] = "FTS's scheduler starts copies itself: starting together needs the gfal2 engine."
-    if not campaign.fts_instance_id:
-        errors["fts_instance"] = "Choose the FTS instance that runs this campaign's transfers."
     if isinstance(campaign.sweep, dict) and "tpc_mode" in campaign.sweep:
         errors.setdefault("sweep", "FTS chooses its copy mode itself: sweeping tpc_mode needs the gfal2 engine.")
     return errors
 
 
+def _instance(campaign: Campaign) -> FtsInstance | None:
+    instance_id = (campaign.engine_options or {}).get("instance")
+    return FtsInstance.objects.filter(pk=instance_id).first() if instance_id else None
+
+
 def runnable_errors(campaign: Campaign) -> list[str]:
-    return [] if campaign.fts_instance_id else ["An FTS campaign needs an FTS instance."]
+    # The options were valid when saved; the instance may have gone since (deleting one in use is refused).
+    return [] if _instance(campaign) else ["An FTS campaign needs an FTS instance."]
 
 
 def snapshot_extras(campaign: Campaign) -> dict:
-    return {"fts": fts_snapshot(campaign.fts_instance)} if campaign.fts_instance_id else {}
+    instance = _instance(campaign)
+    return {"fts": fts_snapshot(instance)} if instance else {}
 
 
 ENTRY = register_engine(
@@ -51,7 +57,7 @@ ENTRY = register_engine(
         label="FTS3",
         build_executor=build_executor,
         drive_task=DRIVE_TASK,
-        option_fields=("fts_instance", "fts_priority", "fts_strict_copy"),
+        options_form=FtsOptionsForm,
         campaign_errors=campaign_errors,
         runnable_errors=runnable_errors,
         snapshot_extras=snapshot_extras,

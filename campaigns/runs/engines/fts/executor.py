@@ -33,6 +33,7 @@ from campaigns.runs.engines.fts.client import (
     file_outcome,
     job_body,
 )
+from campaigns.runs.engines.fts.options import FtsOptions
 from campaigns.runs.engines.fts.snapshot import FtsSpec
 from campaigns.runs.executors.base import Collected, ExecutorFailed
 from campaigns.runs.outages import retrying
@@ -49,7 +50,7 @@ NO_FINISH_NOTE = " (FTS gave no finish time within {:.0f} s: finished_at is when
 
 def build_client(snapshot: dict) -> FtsClient:
     """Credentials are read from the database now, never from the snapshot."""
-    instance = FtsInstance.objects.get(pk=RunSpec.from_snapshot(snapshot).fts_instance_id)
+    instance = FtsInstance.objects.get(pk=FtsOptions.of(snapshot).instance_id)
     return FtsClient(FtsSettings.from_instance(instance))
 
 
@@ -69,7 +70,7 @@ class FtsExecutor:
         self.fts = FtsSpec.from_snapshot(run.snapshot)
         self.client = client
         self.executor_id = executor_id
-        self.options = JobOptions.from_spec(self.spec)
+        self.options = JobOptions.from_spec(self.spec, FtsOptions.of(run.snapshot))
         self.batch_size = self.fts.files_per_job
         self.manage_links = self.fts.manage_link_limits
         self.links = fts_links.run_links(run) if self.manage_links else []
