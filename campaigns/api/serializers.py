@@ -1,6 +1,8 @@
 from __future__ import annotations
 
+from django import forms
 from django.conf import settings
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from campaigns import runs
@@ -15,6 +17,7 @@ from campaigns.models import (
     ReadinessCheck,
     Run,
     Transfer,
+    engine_registry,
 )
 from campaigns.models.engine_rules import client_pool_error
 from campaigns.results import baseline_choice, readers
@@ -122,6 +125,29 @@ class FtsInstanceSerializer(BaseModelSerializer):
     )
 
 
+def engine_options_schema() -> dict:
+    """engine_options in OpenAPI: the union of the registered engines' options, each said with
+    its engine (the schema of the chosen engine is what the API checks)."""
+    properties: dict[str, dict] = {}
+    for entry in engine_registry.registered():
+        for name, field in entry.options_form.base_fields.items() if entry.options_form else ():
+            prop = {"type": "boolean" if isinstance(field, forms.BooleanField) else "integer"}
+            prop["description"] = f"{entry.label}: {field.help_text or field.label}"
+            for bound, key in (
+                (getattr(field, "min_value", None), "minimum"),
+                (getattr(field, "max_value", None), "maximum"),
+            ):
+                if bound is not None:
+                    prop[key] = bound
+            properties[name] = prop
+    return {"type": "object", "properties": properties, "additionalProperties": False}
+
+
+@extend_schema_field(engine_options_schema())
+class EngineOptionsField(serializers.JSONField):
+    """The engine's own options (Campaign.engine_options), checked by the engine's schema."""
+
+
 # Engine options were fields of their own until they moved into engine_options (migration
 # campaigns 0016). A client still sending them gets a 400 that names the new place, rather than
 # an alias: two spellings of one option would both have to be documented, merged and kept.
@@ -137,6 +163,11 @@ class CampaignSerializer(BaseModelSerializer):
     )  # fmt: skip
     planned_files = serializers.IntegerField(read_only=True)
     planned_bytes = serializers.IntegerField(read_only=True)
+    engine_options = EngineOptionsField(
+        required=False,
+        help_text='The engine\'s own options: {} for gfal2; for FTS3 {"instance": <FTS instance id>} and optionally '
+        '"priority" (1-5, 3) and "strict_copy" (false).',
+    )
 
     def to_internal_value(self, data):
         retired = sorted(set(RETIRED_OPTION_FIELDS) & set(data)) if hasattr(data, "keys") else []
