@@ -290,6 +290,7 @@ def test_a_resumed_driver_takes_over_the_jobs_already_in_fts(xrootd_pair, fts):
     from campaigns.runs import store as transfer_store
     from campaigns.runs.engines.fts import store as fts_store
     from campaigns.runs.engines.fts.client import FtsClient, FtsSettings, JobOptions, job_body
+    from campaigns.runs.engines.fts.options import FtsOptions
     from campaigns.runs.planning import plan
 
     door1, door2 = xrootd_pair
@@ -306,7 +307,9 @@ def test_a_resumed_driver_takes_over_the_jobs_already_in_fts(xrootd_pair, fts):
     RunStep.objects.create(run=run, index=0, concurrency=2, started_at=stale)
     jobs = transfer_store.claim(run.pk, 5, 0, "dead")
     client = FtsClient(FtsSettings(url=fts.url, bearer_token=TOKEN))
-    job_id = client.submit(job_body(jobs, JobOptions.from_spec(RunSpec.of(run)), {"run": run.pk}))
+    job_id = client.submit(
+        job_body(jobs, JobOptions.from_spec(RunSpec.of(run), FtsOptions.of(run.snapshot)), {"run": run.pk})
+    )
     fts_store.mark_submitted(run.pk, [j.id for j in jobs], job_id, "dead")
 
     assert RunDriver(run.pk).drive() == RunState.SUCCEEDED
