@@ -1,11 +1,10 @@
 from __future__ import annotations
 
-from django import forms
 from django.conf import settings
-from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from campaigns import runs
+from campaigns.api.engine_options import EngineOptionsField, refuse_retired_option_fields
 from campaigns.choices import BaselineChoice
 from campaigns.models import (
     SCHEDULE_SETTINGS,
@@ -17,7 +16,6 @@ from campaigns.models import (
     ReadinessCheck,
     Run,
     Transfer,
-    engine_registry,
 )
 from campaigns.models.engine_rules import client_pool_error
 from campaigns.results import baseline_choice, readers
@@ -125,35 +123,6 @@ class FtsInstanceSerializer(BaseModelSerializer):
     )
 
 
-def engine_options_schema() -> dict:
-    """engine_options in OpenAPI: the union of the registered engines' options, each said with
-    its engine (the schema of the chosen engine is what the API checks)."""
-    properties: dict[str, dict] = {}
-    for entry in engine_registry.registered():
-        for name, field in entry.options_form.base_fields.items() if entry.options_form else ():
-            prop = {"type": "boolean" if isinstance(field, forms.BooleanField) else "integer"}
-            prop["description"] = f"{entry.label}: {field.help_text or field.label}"
-            for bound, key in (
-                (getattr(field, "min_value", None), "minimum"),
-                (getattr(field, "max_value", None), "maximum"),
-            ):
-                if bound is not None:
-                    prop[key] = bound
-            properties[name] = prop
-    return {"type": "object", "properties": properties, "additionalProperties": False}
-
-
-@extend_schema_field(engine_options_schema())
-class EngineOptionsField(serializers.JSONField):
-    """The engine's own options (Campaign.engine_options), checked by the engine's schema."""
-
-
-# Engine options were fields of their own until they moved into engine_options (migration
-# campaigns 0016). A client still sending them gets a 400 that names the new place, rather than
-# an alias: two spellings of one option would both have to be documented, merged and kept.
-RETIRED_OPTION_FIELDS = {"fts_instance": "instance", "fts_priority": "priority", "fts_strict_copy": "strict_copy"}
-
-
 class CampaignSerializer(BaseModelSerializer):
     # Every host is accepted here, so a door named by mistake is refused as "not a client"
     # (validate) rather than as a host that "does not exist".
@@ -170,16 +139,7 @@ class CampaignSerializer(BaseModelSerializer):
     )
 
     def to_internal_value(self, data):
-        retired = sorted(set(RETIRED_OPTION_FIELDS) & set(data)) if hasattr(data, "keys") else []
-        if retired:
-            raise serializers.ValidationError(
-                {
-                    name: [
-                        f'Moved into engine_options: send "engine_options": {{"{RETIRED_OPTION_FIELDS[name]}": ...}}.'
-                    ]
-                    for name in retired
-                }
-            )
+        refuse_retired_option_fields(data)
         return super().to_internal_value(data)
 
     def validate(self, attrs: dict) -> dict:
