@@ -17,11 +17,6 @@ class CampaignKind(models.TextChoices):
     CHECKSUM_LOAD = "checksum_load", "Checksum load"
 
 
-class Engine(models.TextChoices):
-    GFAL2 = "gfal2", "gfal2"
-    FTS = "fts", "FTS3"
-
-
 class Direction(models.TextChoices):
     FORWARD = "forward", "Sources → destinations"
     REVERSE = "reverse", "Destinations → sources"

@@ -27,8 +27,8 @@ from django.utils import timezone
 
 from campaigns.models import Endpoint, ReadinessCheck
 from campaigns.runs.engines.base import CopyJob, CopyOptions, EndpointCredentials
-from campaigns.runs.engines.gfal2_engine import Gfal2Copier
-from campaigns.runs.executors.copies import endpoint_credentials
+from campaigns.runs.engines.gfal2.client import Gfal2Copier
+from campaigns.runs.engines.gfal2.executor import endpoint_credentials
 from campaigns.runs.planning import endpoint_folder_url
 
 PROBE_BYTES = 1024 * 1024

@@ -22,20 +22,6 @@ DEFAULT_BYTE_BUDGET_LABEL = "byte budget"
 
 
 @dataclass(frozen=True, slots=True)
-class FtsSpec:
-    """How the run reached its FTS instance (never its secrets)."""
-
-    id: int | None = None
-    name: str = ""
-    url: str = ""
-    auth: str = ""
-    verify_tls: bool = True
-    files_per_job: int = 100
-    manage_link_limits: bool = False
-    poll_seconds: float = 2.0
-
-
-@dataclass(frozen=True, slots=True)
 class ClientSpec:
     """A client host of the run's pool: its name (its queue is client.NAME) and its weight."""
 
@@ -91,9 +77,6 @@ class RunSpec:
     max_bytes_per_week: int | None
     allow_overlap: bool
     cleanup: str
-    fts_instance_id: int | None
-    fts_priority: int
-    fts_strict_copy: bool
     target_rate_bps: int | None
     byte_budget_label: str = DEFAULT_BYTE_BUDGET_LABEL
     source_listing: str = ""  # "", "folder" or "urls": existing data, read only
@@ -102,7 +85,8 @@ class RunSpec:
     # tightest of that and what was left of the daily and weekly budgets when it was created.
     campaign_max_bytes: int | None = None
     sweep: dict = field(default_factory=dict)  # {axis: [values]} crossed with the concurrency steps
-    fts: FtsSpec = field(default_factory=FtsSpec)
+    # The engine's own options, as its options form cleaned them (campaigns.models.engine_registry).
+    engine_options: dict = field(default_factory=dict)
     retry: RetrySpec | None = None
     clients: tuple[ClientSpec, ...] = ()  # a client pool; empty: the driving worker copies
     # Every step's full parameter point, in order (campaigns.sweeps): derived, not a parameter.
@@ -122,15 +106,13 @@ class RunSpec:
         if budget:
             values["max_bytes"] = budget["max_bytes"]
             values["byte_budget_label"] = budget.get("label") or DEFAULT_BYTE_BUDGET_LABEL
-        fts = snapshot.get("fts") or {}
-        known = {f.name for f in fields(FtsSpec)}
-        values["fts"] = FtsSpec(**{k: v for k, v in fts.items() if k in known})
         retry = snapshot.get("retry")
         if retry:
             values["retry"] = RetrySpec(
                 of=int(retry["of"]), indices=tuple(int(i) for i in retry["indices"]), seed=int(retry["seed"])
             )
         values["sweep"] = dict(values.get("sweep") or {})
+        values["engine_options"] = dict(values.get("engine_options") or {})
         values["clients"] = tuple(
             ClientSpec(str(c["name"]), int(c.get("weight") or 1)) for c in snapshot.get("clients") or []
         )
@@ -156,10 +138,6 @@ class RunSpec:
         """The side whose door does the work: the destination pulls (the default), the source
         pushes. Its CPU, network and throughput are the door figures of a run."""
         return "source" if self.tpc_mode == "push" else "destination"
-
-    @property
-    def is_fts(self) -> bool:
-        return self.engine == "fts"
 
     def concurrency_of(self, step_index: int | None) -> int | None:
         """The concurrency a step index stands for (the one join of step to concurrency)."""
@@ -191,13 +169,13 @@ class RunSpec:
 PARAMETER_NAMES = tuple(
     f.name
     for f in fields(RunSpec)
-    if f.name not in ("campaign_id", "byte_budget_label", "campaign_max_bytes", "fts", "retry", "points", "clients")
+    if f.name not in ("campaign_id", "byte_budget_label", "campaign_max_bytes", "retry", "points", "clients")
 )
 
 
 @cache
 def _campaign_defaults() -> dict[str, Any]:
-    defaults: dict[str, Any] = {"fts_instance_id": None}
+    defaults: dict[str, Any] = {}
     for name in PARAMETER_NAMES:
         if name not in defaults:
             model_field = Campaign._meta.get_field(name)

@@ -10,9 +10,9 @@ from django.utils.dateparse import parse_datetime
 from campaigns import readiness, runs
 from campaigns.models import ReadinessCheck, Run
 from campaigns.runs import cleanup, scheduling
-from campaigns.runs.executors import build_copier
+from campaigns.runs.client_pool import serve
+from campaigns.runs.engines.gfal2.executor import build_copier
 from campaigns.runs.lifecycle import RunDriver
-from campaigns.runs.pool import serve
 
 
 @shared_task(name="campaigns.drive_run", ignore_result=True, acks_late=False)

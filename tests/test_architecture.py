@@ -53,6 +53,7 @@ MIGRATION_FIELD_REFERENCES: dict[str, str] = {
     "campaigns.models.definitions": "validators and defaults of Campaign and Backend fields (0001, its squash)",
     "campaigns.models.schedules": "validators of CampaignSchedule fields (0001, its squash)",
     "campaigns.models.sweep_rules": "the validator of Campaign.sweep (0010)",
+    "campaigns.models.engine_registry": "the choices of Campaign.engine: the registered engines (0015)",
     "collectors.models": "validators of Host fields (0001, its squash)",
     "alerts.models": "the default and validator of Subscription.kinds (0001)",
 }

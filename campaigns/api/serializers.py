@@ -4,6 +4,7 @@ from django.conf import settings
 from rest_framework import serializers
 
 from campaigns import runs
+from campaigns.api.engine_options import EngineOptionsField, refuse_retired_option_fields
 from campaigns.choices import BaselineChoice
 from campaigns.models import (
     SCHEDULE_SETTINGS,
@@ -131,11 +132,20 @@ class CampaignSerializer(BaseModelSerializer):
     )  # fmt: skip
     planned_files = serializers.IntegerField(read_only=True)
     planned_bytes = serializers.IntegerField(read_only=True)
+    engine_options = EngineOptionsField(
+        required=False,
+        help_text='The engine\'s own options: {} for gfal2; for FTS3 {"instance": <FTS instance id>} and optionally '
+        '"priority" (1-5, 3) and "strict_copy" (false).',
+    )
+
+    def to_internal_value(self, data):
+        refuse_retired_option_fields(data)
+        return super().to_internal_value(data)
 
     def validate(self, attrs: dict) -> dict:
         attrs = super().validate(attrs)
         instance = self.instance
-        engine = attrs.get("engine", instance.engine if instance else "gfal2")
+        engine = attrs.get("engine", instance.engine if instance else Campaign._meta.get_field("engine").default)
         clients = attrs["clients"] if "clients" in attrs else list(instance.clients.all()) if instance else []
         if problem := client_pool_error(engine, clients):
             raise serializers.ValidationError({"clients": [problem]})

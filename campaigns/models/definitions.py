@@ -11,7 +11,7 @@ from django.db import models
 from django.urls import reverse
 
 from campaigns import choices
-from campaigns.models import engine_rules, sweep_rules
+from campaigns.models import engine_registry, engine_rules, sweep_rules
 from storageops.models import BaseModel
 from storageops.validators import MAX_INT32, validate_relative_path, validate_source_url_list, validate_transfer_url
 
@@ -136,7 +136,8 @@ class Campaign(BaseModel):
     name = models.CharField(max_length=100, unique=True, validators=[name_validator])
     description = models.TextField(blank=True)
     kind = models.CharField(max_length=20, choices=choices.CampaignKind.choices, default="transfer")
-    engine = models.CharField(max_length=10, choices=choices.Engine.choices, default="gfal2")
+    # A callable: the engines register when the app is ready, after this class (engine_registry).
+    engine = models.CharField(max_length=10, choices=engine_registry.engine_choices, default="gfal2")
     sources = models.ManyToManyField(Endpoint, related_name="source_of_campaigns")
     destinations = models.ManyToManyField(Endpoint, related_name="destination_of_campaigns", blank=True)
     clients = models.ManyToManyField(
@@ -291,20 +292,11 @@ class Campaign(BaseModel):
         default=choices.Cleanup.KEEP,
         help_text="Delete the files a run wrote (below its run-<id>/ folder) when it ends, or keep them.",
     )
-    # The FTS engine's own knobs (ignored by gfal2 runs).
-    fts_instance = models.ForeignKey(
-        "campaigns.FtsInstance",
-        null=True,
+    engine_options = models.JSONField(
+        default=dict,
         blank=True,
-        on_delete=models.PROTECT,
-        related_name="campaigns",
-        help_text="The FTS3 server that runs this campaign's transfers (engine FTS3).",
-    )
-    fts_priority = models.PositiveSmallIntegerField(
-        "FTS priority", default=3, validators=[MinValueValidator(1), MaxValueValidator(5)]
-    )
-    fts_strict_copy = models.BooleanField(
-        "FTS strict copy", default=False, help_text="Copy only: no checksum, size or parent-directory checks."
+        help_text="The engine's own options, checked by its schema: none for gfal2 ({}); for FTS3 "
+        '{"instance": <FTS instance id>, "priority": 1-5 (3), "strict_copy": false}.',
     )
 
     class Meta:
@@ -342,7 +334,7 @@ class Campaign(BaseModel):
         errors.update(self._listing_errors())
         if self.kind == choices.CampaignKind.CHECKSUM_LOAD and self.file_mix:
             errors["file_mix"] = "A checksum load asks for checksums of files of one size: leave the mix empty."
-        errors.update(engine_rules.fts_errors(self))
+        errors = {**engine_rules.engine_errors(self), **errors}  # the engine's own, where nothing else is wrong
         if errors:
             raise ValidationError(errors)
 

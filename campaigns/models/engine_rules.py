@@ -1,28 +1,32 @@
-"""What a campaign run by FTS may not ask for: FTS's own scheduler decides how copies run."""
+"""What a campaign's engine allows of it, asked of the engine registry: each engine names
+its own checks (campaigns.models.engine_registry); these are the ones every engine shares."""
 
 from __future__ import annotations
 
-from campaigns import choices
+from django.core.exceptions import ValidationError
+
+from campaigns.models.engine_registry import clean_options, engine, registered
 
 
-def fts_errors(campaign) -> dict[str, str]:
-    """Field errors of an FTS campaign's settings that only the gfal2 engine can honour."""
-    if campaign.engine != choices.Engine.FTS:
+def engine_errors(campaign) -> dict[str, str]:
+    """Field errors of a campaign's settings its engine cannot honour (Campaign.clean). An
+    engine that is not registered is the engine field's own error (its choices say so)."""
+    if not any(entry.name == campaign.engine for entry in registered()):
         return {}
     errors: dict[str, str] = {}
-    if campaign.tpc_mode == choices.TpcMode.STREAMED:
-        errors["tpc_mode"] = "FTS does third-party copies; streamed mode needs the gfal2 engine."
-    if campaign.start_together:
-        errors["start_together"] = "FTS's scheduler starts copies itself: starting together needs the gfal2 engine."
-    if not campaign.fts_instance_id:
-        errors["fts_instance"] = "Choose the FTS instance that runs this campaign's transfers."
-    return errors
+    try:
+        # Kept as the schema cleaned them: JSON values, defaults filled in.
+        campaign.engine_options = clean_options(campaign.engine, campaign.engine_options)
+    except ValidationError as exc:
+        errors["engine_options"] = " ".join(exc.messages)
+    return {**engine(campaign.engine).campaign_errors(campaign), **errors}
 
 
-def client_pool_error(engine: str, clients) -> str | None:
+def client_pool_error(engine_name: str, clients) -> str | None:
     """A client pool spreads gfal2 copies over client hosts; FTS spreads its own over its nodes."""
-    if engine == choices.Engine.FTS and clients:
-        return "FTS runs the copies on its own nodes: a client pool needs the gfal2 engine."
+    if clients and any(e.name == engine_name and not e.client_pool for e in registered()):
+        label = engine(engine_name).label
+        return f"{label} runs the copies on its own nodes: a client pool needs an engine that copies here (gfal2)."
     hosts = [c for c in clients or () if getattr(c, "role", "client") != "client"]
     if hosts:
         names = ", ".join(h.name for h in hosts)

@@ -9,9 +9,25 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
-from campaigns.models.definitions import validate_absolute_path
+from campaigns.models.definitions import Campaign, validate_absolute_path
 from storageops.models import BaseModel
 from storageops.validators import validate_http_url
+
+
+def refuse_to_delete_instances_in_use(instance_ids) -> None:
+    """What on_delete=PROTECT did when campaigns named their FTS instance by a foreign key: they
+    name it in engine_options now, so the deletes below check first (before any transaction
+    begins, as PROTECT's collector did, so a refusal leaves the request's transaction usable)."""
+    using = Campaign.objects.filter(engine_options__instance__in=list(instance_ids))
+    if using.exists():
+        names = ", ".join(using.values_list("name", flat=True)[:5])
+        raise models.ProtectedError(f"FTS instances in use by campaigns ({names}): change them first.", set(using))
+
+
+class FtsInstanceQuerySet(models.QuerySet):
+    def delete(self):
+        refuse_to_delete_instances_in_use(self.values_list("pk", flat=True))
+        return super().delete()
 
 
 class FtsInstance(BaseModel):
@@ -63,6 +79,8 @@ class FtsInstance(BaseModel):
     )
     notes = models.TextField(blank=True)
 
+    objects = FtsInstanceQuerySet.as_manager()
+
     class Meta:
         ordering = ["name"]
         verbose_name = "FTS instance"
@@ -75,6 +93,10 @@ class FtsInstance(BaseModel):
             raise ValidationError({"x509_cert": "A key needs its certificate."})
         if self.x509_cert and self.bearer_token:
             raise ValidationError({"bearer_token": "Use either an X.509 credential or a bearer token, not both."})
+
+    def delete(self, *args, **kwargs):
+        refuse_to_delete_instances_in_use([self.pk])
+        return super().delete(*args, **kwargs)
 
     @property
     def auth_kind(self) -> str:

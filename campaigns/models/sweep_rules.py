@@ -65,8 +65,6 @@ def sweep_errors(campaign) -> dict[str, str]:
         errors["sweep"] = f"{count} steps: a run takes at most {MAX_STEPS}. Sweep fewer values."
     elif isinstance(sweep, dict) and sweep and campaign.kind == choices.CampaignKind.CHECKSUM_LOAD:
         errors["sweep"] = "A checksum load copies nothing: only its concurrency can be swept."
-    elif isinstance(sweep, dict) and campaign.engine == choices.Engine.FTS and "tpc_mode" in sweep:
-        errors["sweep"] = "FTS chooses its copy mode itself: sweeping tpc_mode needs the gfal2 engine."
     elif isinstance(sweep, dict) and "file_size" in sweep:
         errors.update(_file_size_errors(campaign, count))
     return errors

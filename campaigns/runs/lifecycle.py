@@ -18,10 +18,11 @@ from django.db import DatabaseError, close_old_connections, transaction
 from django.utils import timezone
 
 from campaigns.choices import RunState, TransferState
-from campaigns.models import Run, Transfer
+from campaigns.models import Run, Transfer, engine_registry
 from campaigns.results.finalize import finalize
 from campaigns.runs import cleanup, existing_sources, leases, steps, store, versions
-from campaigns.runs.executors import Executor, build_client, build_copier, build_executor
+from campaigns.runs.engines.gfal2.executor import build_copier
+from campaigns.runs.executors import Executor
 from campaigns.runs.loop import LeaseLost, RunLoop
 from campaigns.runs.outages import retrying
 from campaigns.runs.planning import plan
@@ -44,13 +45,11 @@ class RunDriver:
         *,
         executor: str | None = None,
         copier_factory: Callable = build_copier,
-        client_factory: Callable = build_client,
     ) -> None:
         self.run_id = run_id
         # The lease holder's id (host:pid:nonce); every row this driver writes carries it.
         self.executor = executor or leases.executor_id()
         self.copier_factory = copier_factory
-        self.client_factory = client_factory
         self.copier = None  # gfal2 for sources and clean-up, whatever engine copies
         self.wrote_sources = False  # this drive prepared or resumed a run with generated sources
         self.engine: Executor | None = None
@@ -72,9 +71,10 @@ class RunDriver:
             if run.state == RunState.CANCELLING and not run.started_at:
                 self._finish(run, RunState.CANCELLED, "cancelled before start", {})
                 return RunState.CANCELLED
-            self.engine = build_executor(
-                run, self.executor, copier_factory=self.copier_factory, client_factory=self.client_factory
-            )
+            # The run's engine builds its executor; gfal2's copier factory goes along, for the
+            # engines that copy with gfal2 (tests replace it).
+            entry = engine_registry.engine(RunSpec.of(run).engine)
+            self.engine = entry.build_executor(run, self.executor, self.copier_factory)
             try:
                 if run.state == RunState.PENDING:
                     try:

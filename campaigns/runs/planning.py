@@ -15,6 +15,7 @@ from django.forms.models import model_to_dict
 
 from campaigns.choices import CampaignKind
 from campaigns.models import Campaign, Endpoint
+from campaigns.models.engine_registry import engine
 from campaigns.spec import PARAMETER_NAMES, RunSpec
 
 PARAMETER_FIELDS = PARAMETER_NAMES  # what a snapshot freezes of a campaign: the RunSpec's fields
@@ -44,23 +45,9 @@ def campaign_snapshot(campaign: Campaign) -> dict:
         # The client pool that shares the copies: which hosts, each with its weight.
         "clients": [{"name": h.name, "weight": h.client_weight} for h in campaign.clients.order_by("name")],
     }
-    if campaign.engine == "fts" and campaign.fts_instance_id:
-        snapshot["fts"] = fts_snapshot(campaign.fts_instance)
+    # What the run freezes of its engine beside the parameters (FTS: how its instance was reached).
+    snapshot.update(engine(campaign.engine).snapshot_extras(campaign))
     return snapshot
-
-
-def fts_snapshot(instance) -> dict:
-    """The FTS instance as the run used it: how it was reached, never its secrets."""
-    return {
-        "id": instance.pk,
-        "name": instance.name,
-        "url": instance.url,
-        "auth": instance.auth_kind,
-        "verify_tls": instance.verify_tls,
-        "files_per_job": instance.files_per_job,
-        "manage_link_limits": instance.manage_link_limits,
-        "poll_seconds": instance.poll_seconds,
-    }
 
 
 @dataclass(frozen=True, slots=True)

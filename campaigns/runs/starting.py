@@ -12,14 +12,13 @@ from django.utils import timezone
 
 from campaigns.choices import CampaignKind, RunState
 from campaigns.models import Campaign, Run
+from campaigns.models.engine_registry import drive_task, engine
 from campaigns.runs.budgets import tightest_budget
 from campaigns.runs.planning import campaign_snapshot, planned_totals
 from collectors.events import log_event
 
-# Tasks are sent by name: the services that start runs never import the task module, which
-# imports the driver, which imports these services.
-DRIVE_TASK = {"fts": "campaigns.drive_fts_run"}
-DEFAULT_DRIVE_TASK = "campaigns.drive_run"
+# Tasks are sent by name (each engine's registry entry names its drive task): the services
+# that start runs never import the task module, which imports the driver, which imports these.
 
 
 def check_runnable(campaign: Campaign) -> None:
@@ -29,8 +28,7 @@ def check_runnable(campaign: Campaign) -> None:
             errors.append("The campaign has no source endpoint.")
         if campaign.kind == CampaignKind.TRANSFER and not campaign.destinations.exists():
             errors.append("The campaign has no destination endpoint.")
-    if campaign.engine == "fts" and not campaign.fts_instance_id:
-        errors.append("An FTS campaign needs an FTS instance.")
+    errors += engine(campaign.engine).runnable_errors(campaign)
     if errors:
         raise ValidationError(errors)
 
@@ -76,9 +74,9 @@ def start_run(campaign: Campaign, *, user=None, trigger: str = "web") -> Run:
 
 
 def dispatch(run_id: int, countdown: float = 0) -> None:
-    # FTS runs only talk to FTS and the database: their task is routed to the control queue.
-    engine = Run.objects.filter(pk=run_id).values_list("snapshot__parameters__engine", flat=True).first()
-    current_app.send_task(DRIVE_TASK.get(engine, DEFAULT_DRIVE_TASK), (run_id,), countdown=countdown)
+    # An engine that copies nothing in the worker (FTS) names a task routed to "control".
+    name = Run.objects.filter(pk=run_id).values_list("snapshot__parameters__engine", flat=True).first()
+    current_app.send_task(drive_task(name), (run_id,), countdown=countdown)
 
 
 def request_cancel(run: Run, *, user=None) -> bool:

@@ -6,7 +6,7 @@ import platform
 import subprocess
 from urllib.parse import urlsplit
 
-from campaigns.runs.engines.gfal2_engine import gfal2_version
+from campaigns.runs.engines.gfal2.client import gfal2_version
 from storageops.version import full_version
 
 

@@ -4,12 +4,15 @@ model's values, and say in a sentence what they could not read."""
 
 from __future__ import annotations
 
+import copy
+
 from django import forms
 from django.conf import settings
+from django.core.exceptions import NON_FIELD_ERRORS
 
 from campaigns import sweeps
 from campaigns.choices import BaselineChoice
-from campaigns.models import SCHEDULE_SETTINGS, Campaign, CampaignSchedule, Endpoint
+from campaigns.models import SCHEDULE_SETTINGS, Campaign, CampaignSchedule, Endpoint, engine_registry
 from campaigns.models.engine_rules import client_pool_error
 from collectors.choices import HostRole
 from collectors.models import Host
@@ -169,7 +172,7 @@ class CampaignForm(forms.ModelForm):
             "create_parent", "retries", "retry_delay", "concurrency_steps", "sweep", "step_seconds", "step_files",
             "step_barrier", "start_together", "max_bytes",
             "max_duration", "cancel_grace", "max_bytes_per_day", "max_bytes_per_week", "allow_overlap", "cleanup",
-            "fts_instance", "fts_priority", "fts_strict_copy", "target_rate_bps",
+            "target_rate_bps",
         ]  # fmt: skip
         widgets = {
             "description": forms.Textarea(attrs={"rows": 2}),
@@ -189,7 +192,9 @@ class CampaignForm(forms.ModelForm):
                                     "start_together", "clients")),
         ("Budgets and stopping", ("max_bytes", "max_duration", "cancel_grace", "max_bytes_per_day",
                                   "max_bytes_per_week", "allow_overlap", "cleanup")),
-        ("FTS (engine FTS3 only)", ("fts_instance", "fts_priority", "fts_strict_copy")),
+        # Each engine's options (engine_options), one field each, named <engine>_<option>.
+        *((f"{e.label} (engine {e.label} only)", tuple(f"{e.name}_{n}" for n in e.options_form.base_fields))
+          for e in engine_registry.registered() if e.options_form),
         ("Verdict", ("target_rate_bps",)),
     )  # fmt: skip
 
@@ -209,6 +214,12 @@ class CampaignForm(forms.ModelForm):
         except UnicodeDecodeError:
             raise forms.ValidationError("The file is not UTF-8 text: one URL a line.") from None
 
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        options = self.instance.engine_options or {}
+        for name in _option_fields(self.instance.engine):
+            self.initial.setdefault(name, options.get(name.partition("_")[2]))
+
     def fieldsets(self) -> list[tuple[str, list]]:
         """The fields in the groups the page shows them in (every field exactly once)."""
         return [(title, [self[name] for name in names]) for title, names in self.SECTIONS]
@@ -219,6 +230,7 @@ class CampaignForm(forms.ModelForm):
             data["source_urls"] = data["source_urls_file"]  # the model's validators check it, as if pasted
         if problem := client_pool_error(data.get("engine", ""), data.get("clients")):
             self.add_error("clients", problem)
+        self._clean_engine_options(data.get("engine", ""))
         if data.get("kind") == "transfer" and "destinations" in data and not data.get("destinations"):
             self.add_error("destinations", "A transfer campaign needs at least one destination.")
         if data.get("source_listing") == "urls" and data.get("sources") and not self.has_error("source_urls"):
@@ -228,6 +240,47 @@ class CampaignForm(forms.ModelForm):
             if problem:
                 self.add_error("source_urls", problem)
         return data
+
+    def _clean_engine_options(self, engine: str) -> None:
+        """The chosen engine's fields, checked by its options schema, become engine_options."""
+        if not any(e.name == engine for e in engine_registry.registered()):
+            return  # the engine field says what is wrong
+        entry = engine_registry.engine(engine)
+        if entry.options_form is None:
+            self.instance.engine_options = {}
+            return
+        raw = {name.partition("_")[2]: self.data.get(self.add_prefix(name)) for name in _option_fields(engine)}
+        options = entry.options_form(data={k: v for k, v in raw.items() if v not in (None, "")})
+        if options.is_valid():
+            self.instance.engine_options = options.as_options()
+        for key, messages in options.errors.items():
+            for message in messages:
+                self.add_error(f"{engine}_{key}" if f"{engine}_{key}" in self.fields else None, message)
+
+    def _update_errors(self, errors) -> None:
+        # engine_options is shown as each engine's own fields, which the form checked with the
+        # same schema: the model's word on it is said there already, or else on top.
+        if hasattr(errors, "error_dict") and "engine_options" in errors.error_dict:
+            said = errors.error_dict.pop("engine_options")
+            if not any(self.has_error(name) for name in _OPTION_FIELDS):
+                errors.error_dict.setdefault(NON_FIELD_ERRORS, []).extend(said)
+        super()._update_errors(errors)
+
+
+def _option_fields(engine: str) -> list[str]:
+    return [name for name in CampaignForm.base_fields if name.startswith(f"{engine}_") and name in _OPTION_FIELDS]
+
+
+# Every engine's options as fields of the campaign form, named <engine>_<option>; none is required
+# by the form itself: the chosen engine's options schema says what it needs.
+_OPTION_FIELDS = {}
+for _entry in engine_registry.registered():
+    for _name, _field in _entry.options_form.base_fields.items() if _entry.options_form else ():
+        _copy = copy.deepcopy(_field)
+        _copy.required = False
+        _OPTION_FIELDS[f"{_entry.name}_{_name}"] = _copy
+CampaignForm.base_fields.update(_OPTION_FIELDS)
+CampaignForm.declared_fields.update(_OPTION_FIELDS)
 
 
 class CloneForm(forms.Form):

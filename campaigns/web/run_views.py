@@ -13,7 +13,7 @@ from django.views.generic import DetailView, ListView
 
 from campaigns import runs, sweeps
 from campaigns.choices import ErrorCategory
-from campaigns.models import Run, Transfer
+from campaigns.models import Run, Transfer, engine_registry
 from campaigns.results import analysis, baseline_choice, charts, readers, verdicts
 from campaigns.spec import RunSpec
 from campaigns.web import chart_registry
@@ -65,6 +65,7 @@ class RunDetailView(DetailView):
         context["target_rate_bps"] = verdicts.target_rate_bps(self.object)
         context["swept"] = [(axis, sweeps.AXIS_LABELS[axis]) for axis in RunSpec.of(self.object).swept_axes]
         context["charts"] = chart_registry.run_page(self.object, context["swept"])
+        context["engine_results_template"] = engine_registry.results_template(RunSpec.of(self.object).engine)
         context["client_rows"] = analysis.client_rows(self.object.summary or {})
         context["baseline"] = baseline_choice.standing(self.object)
         context["baseline_form"] = BaselineChoiceForm(

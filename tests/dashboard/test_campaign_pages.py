@@ -23,7 +23,7 @@ def form_data(src, dst, **overrides) -> dict:
         "checksum_algorithm": "adler32", "streams": "1", "tcp_buffer_size": "0", "timeout": "60", "overwrite": "on",
         "create_parent": "on", "retries": "0", "retry_delay": "10", "concurrency_steps": "1, 2, 4", "step_files": "5",
         "step_barrier": "drain",
-        "cancel_grace": "10", "cleanup": "keep", "fts_priority": "3",
+        "cancel_grace": "10", "cleanup": "keep",
     }  # fmt: skip
     data.update(overrides)
     return data
@@ -151,7 +151,29 @@ def test_every_editable_campaign_field_is_on_the_form():
         "created",
         "last_updated",
     }
-    assert editable - set(CampaignForm.base_fields) == set()
+    # engine_options is on the form as each engine's own fields (fts_instance, ...).
+    assert editable - set(CampaignForm.base_fields) == {"engine_options"}
+    assert {"fts_instance", "fts_priority", "fts_strict_copy"} <= set(CampaignForm.base_fields)
+
+
+def test_an_fts_campaign_gets_its_engine_options_from_the_form(client, admin_user, endpoints):
+    from campaigns.models import FtsInstance
+
+    client.force_login(admin_user)
+    data = form_data(*endpoints, name="fts-form", engine="fts", tpc_mode="pull", step_files="", concurrency_steps="2")
+    refused = client.post("/campaigns/new/", data)
+    assert refused.status_code == 400
+    assert list(refused.context["form"].errors) == ["fts_instance"]  # said once, at its field
+    assert refused.context["form"].errors["fts_instance"] == [
+        "Choose the FTS instance that runs this campaign's transfers."
+    ]
+    instance = FtsInstance.objects.create(name="form-fts", url="https://fts.example.org:8446")
+    response = client.post("/campaigns/new/", {**data, "fts_instance": instance.pk, "fts_priority": "5"})
+    assert response.status_code == 302, response.content.decode()[:3000]
+    campaign = Campaign.objects.get(name="fts-form")
+    assert campaign.engine_options == {"instance": instance.pk, "priority": 5, "strict_copy": False}
+    page = client.get(f"/campaigns/{campaign.pk}/edit/")
+    assert page.context["form"].initial["fts_instance"] == instance.pk
 
 
 def test_a_target_rate_is_shown_where_it_was_set_and_beside_what_a_run_achieved(client, viewer, settings):

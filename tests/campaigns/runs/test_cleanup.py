@@ -15,7 +15,7 @@ from campaigns import runs
 from campaigns.choices import RunState
 from campaigns.models import Run, Transfer
 from campaigns.runs import cleanup
-from campaigns.runs.executors import build_copier
+from campaigns.runs.engines.gfal2.executor import build_copier
 from campaigns.runs.lifecycle import RunDriver
 from collectors.models import Event
 from tests.support.factories import campaign, endpoint

@@ -18,8 +18,8 @@ from django.urls import reverse
 from campaigns import runs
 from campaigns.choices import ErrorCategory, RunState, TransferState
 from campaigns.models import Run, Transfer
-from campaigns.runs.copy_pool import GIVE_UP, CopyPool
 from campaigns.runs.engines.base import CopyJob, CopyResult
+from campaigns.runs.engines.gfal2.copy_threads import GIVE_UP, CopyThreads
 from campaigns.runs.lifecycle import RunDriver
 from collectors.models import Event
 from tests.support.factories import campaign, endpoint, mock_campaign
@@ -53,7 +53,7 @@ def job(index: int) -> CopyJob:
     return CopyJob(id=index, index=index, source="s", destination="d", size=1, step=0, attempt=1)
 
 
-def wait_results(pool: CopyPool, count: int, timeout: float) -> tuple[list[CopyResult], float]:
+def wait_results(pool: CopyThreads, count: int, timeout: float) -> tuple[list[CopyResult], float]:
     start, got = time.monotonic(), []
     while len(got) < count and time.monotonic() - start < timeout:
         pool.enforce_deadlines()
@@ -63,7 +63,7 @@ def wait_results(pool: CopyPool, count: int, timeout: float) -> tuple[list[CopyR
 
 def test_a_copy_past_its_deadline_is_cancelled_and_recorded_as_a_timeout():
     copier = _Hanging(honours_cancel=True)
-    pool = CopyPool(copier, deadline=1.0)
+    pool = CopyThreads(copier, deadline=1.0)
     pool.resize(2)
     pool.submit([job(1), job(2)])
     try:
@@ -80,7 +80,7 @@ def test_a_copy_past_its_deadline_is_cancelled_and_recorded_as_a_timeout():
 
 def test_a_copy_that_ignores_the_cancel_is_given_up_and_its_slot_refilled():
     copier = _Hanging(honours_cancel=False)
-    pool = CopyPool(copier, deadline=1.0)
+    pool = CopyThreads(copier, deadline=1.0)
     pool.resize(1)
     pool.submit([job(1), job(2)])
     try:

@@ -1,9 +1,12 @@
-"""The run lifecycle's contract, held by every engine: the same cases run once through the gfal2
-copy pool and once through FTS (the FTS double, which copies with real gfal2).
+"""The run lifecycle's contract, held by every registered engine: the same cases run through
+gfal2 (over mock:// and over file://), through FTS (the FTS double, which copies with real
+gfal2), and through the toy engine that only the test suite registers (tests/support/toy_engine.py):
+an engine that passes them is one the lifecycle can drive.
 
-Both engines copy mock:// files here (the real gfal2 code path, no disk): what is under test
-is the lifecycle around them, a sweep, a budget, a cancel, a crash, a lost lease and the
-resume after it, and it must read the same whichever executor did the copies.
+What is under test is the lifecycle around the engine, a sweep, a budget, a cancel, a crash, a
+lost lease and the resume after it, and it must read the same whichever executor did the copies.
+A new engine gets its case in ENGINE_CASES; test_every_registered_engine_has_a_contract_case
+fails until it has one.
 """
 
 from __future__ import annotations
@@ -11,49 +14,91 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
+from dataclasses import dataclass, field
 
 import pytest
 
 from campaigns import runs
 from campaigns.choices import RunState, TransferState
-from campaigns.models import FtsInstance, FtsLinkLimit, Run, RunStep, Transfer
+from campaigns.models import FtsInstance, FtsLinkLimit, Run, RunStep, Transfer, engine_registry
 from campaigns.runs import loop
 from campaigns.runs.lifecycle import RunDriver
 from collectors.models import Event
-from tests.support.factories import mock_campaign
+from tests.support.factories import campaign, endpoint, mock_campaign
 from tests.support.fts_double import FtsDouble
+from tests.support.toy_engine import toy_engine_registered
 
 pytestmark = pytest.mark.django_db(transaction=True)
 TOKEN = "contract-token"
 SIZE = 1_000_000
 FINAL = {TransferState.SUCCEEDED, TransferState.FAILED, TransferState.SKIPPED, TransferState.CANCELLED}
+# Each engine case: a registered engine and the storage its copies go to.
+ENGINE_CASES = ("gfal2-mock", "gfal2-file", "fts", "toy")
 
 
-@pytest.fixture(params=["gfal2", "fts"])
-def engine(request):
-    """Campaign fields that make a run go through one engine or the other."""
-    if request.param == "gfal2":
-        yield {}
-        return
-    double = FtsDouble(token=TOKEN, scheduler_interval=0.05).start()
-    try:
-        instance = FtsInstance.objects.create(
-            name="contract-fts",
-            url=double.url,
-            bearer_token=TOKEN,
-            files_per_job=4,
-            manage_link_limits=True,
-            poll_seconds=0.2,
-        )
-        yield {"engine": "fts", "fts_instance": instance}
-    finally:
-        double.stop()
+@dataclass
+class EngineCase:
+    """How a contract case makes a run go through one engine."""
+
+    engine: str
+    fields: dict = field(default_factory=dict)
+    storage: str = "mock"  # "mock": gfal2's mock:// plugin, paced by time=N; "file": local folders
+    tmp_path: object = None
+
+    @property
+    def changes_engine_side(self) -> bool:
+        # FTS link limits are set per step and must be restored however the run ends.
+        return self.engine == "fts"
+
+    def needs_paced_copies(self) -> None:
+        if self.storage == "file":
+            pytest.skip("file:// copies cannot be slowed down: the case needs copies under way to stop")
 
 
-def new_run(name: str, engine: dict, seconds: int = 0, **fields) -> Run:
+@pytest.fixture(params=ENGINE_CASES)
+def engine(request, tmp_path):
+    """Campaign fields that make a run go through one engine or another."""
+    if request.param in ("gfal2-mock", "gfal2-file"):
+        yield EngineCase("gfal2", storage=request.param.removeprefix("gfal2-"), tmp_path=tmp_path)
+    elif request.param == "toy":
+        with toy_engine_registered():
+            yield EngineCase("toy", {"engine": "toy"})
+    else:
+        double = FtsDouble(token=TOKEN, scheduler_interval=0.05).start()
+        try:
+            instance = FtsInstance.objects.create(
+                name="contract-fts",
+                url=double.url,
+                bearer_token=TOKEN,
+                files_per_job=4,
+                manage_link_limits=True,
+                poll_seconds=0.2,
+            )
+            yield EngineCase("fts", {"engine": "fts", "engine_options": {"instance": instance.pk}})
+        finally:
+            double.stop()
+
+
+def new_run(name: str, engine: EngineCase, seconds: int = 0, **fields) -> Run:
     # gfal2's mock plugin sleeps whole seconds (time=0.5 copies at once).
-    fields = {"checksum_mode": "none", "file_size": SIZE, **engine, **fields}
-    return runs.create_run(mock_campaign(name, dst_query=f"time={seconds}", **fields), trigger="command")
+    fields = {"checksum_mode": "none", "file_size": SIZE, **engine.fields, **fields}
+    if engine.storage == "file":
+        (engine.tmp_path / "src").mkdir(exist_ok=True)
+        (engine.tmp_path / "dst").mkdir(exist_ok=True)
+        src = endpoint(f"{name}-src", f"file://{engine.tmp_path}/src/", backend_name="worker-local")
+        dst = endpoint(f"{name}-dst", f"file://{engine.tmp_path}/dst/", backend_name="worker-local")
+        made = campaign(name, [src], [dst], create_sources=True, **fields)
+    else:
+        made = mock_campaign(name, dst_query=f"time={seconds}", **fields)
+    run = runs.create_run(made, trigger="command")
+    assert run.snapshot["parameters"]["engine"] == engine.engine
+    return run
+
+
+def test_every_registered_engine_has_a_contract_case():
+    with toy_engine_registered():
+        names = {entry.name for entry in engine_registry.registered()}
+    assert names == {case.partition("-")[0] for case in ENGINE_CASES}
 
 
 def drive_in_thread(run_id: int, **kwargs) -> tuple[threading.Thread, list]:
@@ -109,6 +154,7 @@ def test_a_byte_budget_stops_the_run_at_most_one_file_over_and_names_the_budget(
 
 
 def test_a_cancel_stops_the_run_and_closes_every_transfer(engine):
+    engine.needs_paced_copies()
     run = new_run("contract-cancel", engine, seconds=1, file_count=30, concurrency_steps=[2], cancel_grace=1)
     thread, result = drive_in_thread(run.pk)
     wait_for(lambda: Transfer.objects.filter(run=run, state=TransferState.SUCCEEDED).count() >= 2)
@@ -119,7 +165,7 @@ def test_a_cancel_stops_the_run_and_closes_every_transfer(engine):
     assert run.state == RunState.CANCELLED and run.stop_reason == "cancelled"
     assert 2 <= run.files_done < 30 and run.files_skipped == 30 - run.files_done - run.files_failed
     assert_every_transfer_final(run)
-    if engine:
+    if engine.changes_engine_side:
         assert FtsLinkLimit.objects.get(run=run).restored_at is not None
 
 
@@ -136,11 +182,12 @@ def test_a_crash_fails_the_run_closes_its_transfers_and_undoes_engine_changes(en
     assert "boom at the step change" in run.error
     assert Event.objects.filter(run_id=run.pk, kind="run_incident", summary__contains="the driver crashed").exists()
     assert not Transfer.objects.filter(run=run, state__in=[TransferState.QUEUED, TransferState.ACTIVE]).exists()
-    if engine:
+    if engine.changes_engine_side:
         assert FtsLinkLimit.objects.get(run=run).restored_at is not None
 
 
 def test_a_driver_that_lost_its_lease_stops_and_the_next_one_finishes_every_transfer_once(engine, settings):
+    engine.needs_paced_copies()
     settings.STORAGEOPS_PROGRESS_SECONDS = 0.2
     run = new_run("contract-lease", engine, seconds=1, file_count=24, concurrency_steps=[3])
     thread, result = drive_in_thread(run.pk, executor="first-driver")

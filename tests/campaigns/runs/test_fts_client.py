@@ -8,7 +8,7 @@ import time
 import pytest
 import requests
 
-from campaigns.runs.engines.fts import FtsClient, FtsError, FtsSettings
+from campaigns.runs.engines.fts.client import FtsClient, FtsError, FtsSettings
 from tests.support.fts_double import FtsDouble
 
 

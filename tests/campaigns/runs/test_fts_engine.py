@@ -21,7 +21,7 @@ from django.db import connection
 from campaigns import runs
 from campaigns.choices import RunState
 from campaigns.models import FtsInstance, FtsLinkLimit, Run, RunStep, Transfer
-from campaigns.runs.engines.fts import parse_time
+from campaigns.runs.engines.fts.client import parse_time
 from campaigns.runs.lifecycle import RunDriver
 from campaigns.runs.planning import source_path
 from campaigns.spec import RunSpec
@@ -74,8 +74,8 @@ def test_run_of_60_files_matches_what_fts_reported(xrootd_pair, fts, client, vie
     fts.links["site-link"] = {"source": LINK[0], "destination": LINK[1], "symbolicname": "site-link",
                               "min_active": 2, "max_active": 50, "nostreams": 0, "optimizer_mode": 2}  # fmt: skip
     obj = campaign(
-        "fts-60", [src], [dst], engine="fts", fts_instance=instance(fts), file_count=count, file_size=size,
-        checksum_mode="both", concurrency_steps=[3, 6], step_files=30, fts_priority=4,
+        "fts-60", [src], [dst], engine="fts", engine_options={"instance": instance(fts).pk, "priority": 4},
+        file_count=count, file_size=size, checksum_mode="both", concurrency_steps=[3, 6], step_files=30,
     )  # fmt: skip
     # Source 7 is missing: FTS reports "SOURCE [2] Failed to stat file (No such file or directory)".
     write_sources(door1, "/data/fts1/", obj.source_path, count, size, skip={7})
@@ -170,7 +170,8 @@ def test_cancel_deletes_the_jobs_and_restores_the_link_set_per_step(xrootd_pair,
     src = endpoint("fts-c-src", door1.root_url_for("/data/fts2/"))
     dst = endpoint("fts-c-dst", door2.root_url_for("/data/fts2/"))
     obj = campaign(
-        "fts-cancel", [src], [dst], engine="fts", fts_instance=instance(fts, files_per_job=5), file_count=count,
+        "fts-cancel", [src], [dst], engine="fts", engine_options={"instance": instance(fts, files_per_job=5).pk},
+        file_count=count,
         file_size=size, checksum_mode="both", concurrency_steps=[1, 2], step_files=8,
     )  # fmt: skip
     write_sources(door1, "/data/fts2/", obj.source_path, count, size)
@@ -219,7 +220,8 @@ def test_a_refused_submission_fails_the_run_with_fts_message(xrootd_pair, tmp_pa
         src = endpoint("fts-r-src", door1.root_url_for("/data/fts3/"))
         dst = endpoint("fts-r-dst", door2.root_url_for("/data/fts3/"))
         obj = campaign("fts-refused", [src], [dst], engine="fts", file_count=5,
-                       fts_instance=instance(double, bearer_token="", x509_cert=str(proxy)))  # fmt: skip
+                       engine_options={"instance": instance(double, bearer_token="",
+                                                            x509_cert=str(proxy)).pk})  # fmt: skip
         run = runs.create_run(obj, trigger="command")
         assert RunDriver(run.pk).drive() == RunState.FAILED
     finally:
@@ -238,7 +240,8 @@ def test_a_worker_on_the_control_queue_alone_drives_an_fts_run(xrootd_pair, fts,
     # Sources generated and uploaded by StorageOps: their known adler32 goes to FTS with each file.
     obj = campaign("fts-worker", [src], [dst], engine="fts", file_count=12, file_size=50_000, concurrency_steps=[4],
                    create_sources=True, source_file_count=3, checksum_mode="target",
-                   fts_instance=instance(fts, manage_link_limits=False, files_per_job=4))  # fmt: skip
+                   engine_options={"instance": instance(fts, manage_link_limits=False,
+                                                        files_per_job=4).pk})  # fmt: skip
     worker = celery_worker(log_dir, queues=settings.STORAGEOPS_CONTROL_QUEUE)
     try:
         worker.wait_for_log("ready.", timeout=60)
@@ -267,7 +270,8 @@ def test_without_the_config_role_the_run_fails_before_submitting(xrootd_pair):
     try:
         src = endpoint("fts-n-src", door1.root_url_for("/data/fts5/"))
         dst = endpoint("fts-n-dst", door2.root_url_for("/data/fts5/"))
-        obj = campaign("fts-norole", [src], [dst], engine="fts", file_count=5, fts_instance=instance(double))
+        options = {"instance": instance(double).pk}
+        obj = campaign("fts-norole", [src], [dst], engine="fts", file_count=5, engine_options=options)
         run = runs.create_run(obj, trigger="command")
         assert RunDriver(run.pk).drive() == RunState.FAILED
     finally:
@@ -283,16 +287,17 @@ def test_a_resumed_driver_takes_over_the_jobs_already_in_fts(xrootd_pair, fts):
 
     from django.utils import timezone
 
-    from campaigns.runs import fts_store
     from campaigns.runs import store as transfer_store
-    from campaigns.runs.engines.fts import FtsClient, FtsSettings, JobOptions, job_body
+    from campaigns.runs.engines.fts import store as fts_store
+    from campaigns.runs.engines.fts.client import FtsClient, FtsSettings, JobOptions, job_body
+    from campaigns.runs.engines.fts.options import FtsOptions
     from campaigns.runs.planning import plan
 
     door1, door2 = xrootd_pair
     src = endpoint("fts-r2-src", door1.root_url_for("/data/fts6/"))
     dst = endpoint("fts-r2-dst", door2.root_url_for("/data/fts6/"))
     obj = campaign("fts-resume", [src], [dst], engine="fts", file_count=8, file_size=10_000,
-                   fts_instance=instance(fts, manage_link_limits=False))  # fmt: skip
+                   engine_options={"instance": instance(fts, manage_link_limits=False).pk})  # fmt: skip
     write_sources(door1, "/data/fts6/", obj.source_path, 8, 10_000)
     run = runs.create_run(obj, trigger="command")
     # What the dead driver had done: plan written, 5 transfers claimed and submitted as one job.
@@ -302,7 +307,9 @@ def test_a_resumed_driver_takes_over_the_jobs_already_in_fts(xrootd_pair, fts):
     RunStep.objects.create(run=run, index=0, concurrency=2, started_at=stale)
     jobs = transfer_store.claim(run.pk, 5, 0, "dead")
     client = FtsClient(FtsSettings(url=fts.url, bearer_token=TOKEN))
-    job_id = client.submit(job_body(jobs, JobOptions.from_spec(RunSpec.of(run)), {"run": run.pk}))
+    job_id = client.submit(
+        job_body(jobs, JobOptions.from_spec(RunSpec.of(run), FtsOptions.of(run.snapshot)), {"run": run.pk})
+    )
     fts_store.mark_submitted(run.pk, [j.id for j in jobs], job_id, "dead")
 
     assert RunDriver(run.pk).drive() == RunState.SUCCEEDED
@@ -327,7 +334,7 @@ def test_over_https_the_server_is_verified_and_x509_identifies_the_user(xrootd_p
         dst = endpoint("fts-t-dst", door2.root_url_for("/data/fts7/"))
         untrusted = instance(double, "untrusted", bearer_token="", x509_cert=cert, x509_key=key, ca_path="")
         obj = campaign("fts-untrusted", [src], [dst], engine="fts", file_count=4, file_size=10_000,
-                       fts_instance=untrusted)  # fmt: skip
+                       engine_options={"instance": untrusted.pk})  # fmt: skip
         write_sources(door1, "/data/fts7/", obj.source_path, 4, 10_000)
         run = runs.create_run(obj, trigger="command")
         assert RunDriver(run.pk).drive() == RunState.FAILED
@@ -340,7 +347,7 @@ def test_over_https_the_server_is_verified_and_x509_identifies_the_user(xrootd_p
         trusted = instance(double, "trusted", bearer_token="", x509_cert=cert, x509_key=key,
                            ca_path=str(test_ca.ca_cert))  # fmt: skip
         obj = campaign("fts-trusted", [src], [dst], engine="fts", file_count=4, file_size=10_000,
-                       fts_instance=trusted)  # fmt: skip
+                       engine_options={"instance": trusted.pk})  # fmt: skip
         run = runs.create_run(obj, trigger="command")
         state = RunDriver(run.pk).drive()
         assert state == RunState.SUCCEEDED, Run.objects.values_list("stop_reason", flat=True).get(pk=run.pk)
@@ -357,7 +364,8 @@ def test_a_byte_budget_stops_submitting_at_most_one_file_over(xrootd_pair, fts):
     src = endpoint("fts-b-src", door1.root_url_for("/data/fts8/"))
     dst = endpoint("fts-b-dst", door2.root_url_for("/data/fts8/"))
     obj = campaign("fts-budget", [src], [dst], engine="fts", file_count=10, file_size=10_000, max_bytes=35_000,
-                   concurrency_steps=[2], fts_instance=instance(fts, manage_link_limits=False))  # fmt: skip
+                   concurrency_steps=[2],
+                   engine_options={"instance": instance(fts, manage_link_limits=False).pk})  # fmt: skip
     write_sources(door1, "/data/fts8/", obj.source_path, 10, 10_000)
     run = runs.create_run(obj, trigger="command")
     # The budget leaves planned files untried: partial.

@@ -20,8 +20,8 @@ from django.db import connection
 from campaigns import runs
 from campaigns.choices import RunState, TransferState
 from campaigns.models import FtsInstance, Run, RunStep, Transfer
-from campaigns.runs.engines.fts import FtsClient, FtsSettings, parse_time
-from campaigns.runs.executors import fts as fts_executor
+from campaigns.runs.engines.fts import executor as fts_executor
+from campaigns.runs.engines.fts.client import FtsClient, FtsSettings, parse_time
 from campaigns.runs.lifecycle import RunDriver
 from collectors.models import Event
 from tests.support.factories import mock_campaign
@@ -38,7 +38,8 @@ def instance(double: FtsDouble) -> FtsInstance:
 
 
 def new_run(name: str, double: FtsDouble, seconds: int, **fields) -> Run:
-    fields = {"checksum_mode": "none", "file_size": 1_000_000, "engine": "fts", "fts_instance": instance(double),
+    fields = {"checksum_mode": "none", "file_size": 1_000_000, "engine": "fts",
+              "engine_options": {"instance": instance(double).pk},
               **fields}  # fmt: skip
     return runs.create_run(mock_campaign(name, dst_query=f"time={seconds}", **fields), trigger="command")
 

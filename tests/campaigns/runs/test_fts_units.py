@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import pytest
 from django.core.exceptions import ValidationError
+from django.db.models import ProtectedError
 
 from campaigns import runs
 from campaigns.models import FtsInstance
 from campaigns.runs.engines.base import CopyJob
-from campaigns.runs.engines.errors import categorize_fts, parse_fts_reason
-from campaigns.runs.engines.fts import JobOptions, active_starts, file_outcome, job_body, storage_element
+from campaigns.runs.engines.fts.client import JobOptions, active_starts, file_outcome, job_body, storage_element
+from campaigns.runs.engines.fts.errors import categorize_fts, parse_fts_reason
+from campaigns.runs.engines.fts.options import FtsOptions
 from campaigns.spec import RunSpec
 from tests.support.factories import campaign, endpoint
 
@@ -50,8 +52,8 @@ def test_job_body_carries_every_parameter_explicitly():
                      attempt=1)]  # fmt: skip
     options = JobOptions.from_spec(RunSpec.from_snapshot({"parameters": {
         "checksum_mode": "target", "checksum_algorithm": "adler32", "overwrite": False, "retries": 2,
-        "fts_priority": 5, "timeout": 600, "streams": 4, "tcp_buffer_size": 4194304, "fts_strict_copy": True,
-    }}))  # fmt: skip
+        "timeout": 600, "streams": 4, "tcp_buffer_size": 4194304,
+    }}), FtsOptions(priority=5, strict_copy=True))  # fmt: skip
     body = job_body(files, options, {"campaign": 3, "run": 9, "step": 1})
     assert body["params"] == {
         "verify_checksum": "target", "overwrite": False, "retry": 2, "retry_delay": 0, "priority": 5,
@@ -87,18 +89,43 @@ def test_an_fts_campaign_needs_an_instance_and_a_valid_one():
     src, dst = endpoint("u-src", "root://a:1094//s/"), endpoint("u-dst", "root://b:1094//d/")
     with pytest.raises(ValidationError) as info:
         campaign("no-fts", [src], [dst], engine="fts")
-    assert "fts_instance" in info.value.message_dict
+    assert info.value.message_dict["engine_options"] == [
+        "instance: Choose the FTS instance that runs this campaign's transfers."
+    ]
+    with pytest.raises(ValidationError) as info:
+        campaign("gone-fts", [src], [dst], engine="fts", engine_options={"instance": 999_999, "priority": 9})
+    assert info.value.message_dict["engine_options"] == [
+        "instance: There is no FTS instance with this id. priority: Ensure this value is less than or equal to 5."
+    ]
+    with pytest.raises(ValidationError) as info:
+        campaign("gfal2-options", [src], [dst], engine="gfal2", engine_options={"instance": 1})
+    assert info.value.message_dict["engine_options"] == ["The gfal2 engine takes no options (got instance)."]
     with pytest.raises(ValidationError) as info:
         FtsInstance.objects.create(name="bad", url="ftp://fts.example.org", x509_cert="relative/cert")
     assert set(info.value.message_dict) == {"url", "x509_cert"}
     with pytest.raises(ValidationError):
         FtsInstance.objects.create(name="both", url="https://fts", x509_cert="/tmp/x509up", bearer_token="t")
     ok = FtsInstance.objects.create(name="ok", url="https://fts3.example.org:8446", bearer_token="t")
-    obj = campaign("with-fts", [src], [dst], engine="fts", fts_instance=ok)
+    obj = campaign("with-fts", [src], [dst], engine="fts", engine_options={"instance": ok.pk})
+    # The schema fills in the defaults, and the instance in use cannot be deleted.
+    assert obj.engine_options == {"instance": ok.pk, "priority": 3, "strict_copy": False}
+    with pytest.raises(ProtectedError, match="in use by campaigns \\(with-fts\\)"):
+        ok.delete()
+    with pytest.raises(ProtectedError):
+        FtsInstance.objects.filter(pk=ok.pk).delete()
     run = runs.create_run(obj)
     assert run.snapshot["fts"]["url"] == "https://fts3.example.org:8446"
     assert run.snapshot["fts"]["auth"] == "token" and "t" not in run.snapshot["fts"].values()
-    assert run.snapshot["parameters"]["fts_instance_id"] == ok.pk
+    assert run.snapshot["parameters"]["engine_options"]["instance"] == ok.pk
+
+
+def test_a_run_frozen_before_engine_options_keeps_its_fts_options():
+    # Snapshots taken before migration 0016 hold the old keys; a retry of such a run reuses it.
+    old = {"fts_instance_id": 7, "fts_priority": 5, "fts_strict_copy": True, "engine": "fts"}
+    assert FtsOptions.from_parameters(old) == FtsOptions(7, 5, True)
+    new = {"engine_options": {"instance": 8, "priority": 2, "strict_copy": False}, "engine": "fts"}
+    assert FtsOptions.from_parameters(new) == FtsOptions(8, 2, False)
+    assert RunSpec.from_snapshot({"parameters": old}).engine_options == {}
 
 
 def test_fts_runs_go_to_the_control_queue(settings):

@@ -7,7 +7,7 @@ import pytest
 
 from campaigns.models import FtsInstance
 from campaigns.runs import planning
-from campaigns.runs.pool.shares import split
+from campaigns.runs.client_pool.shares import split
 from campaigns.spec import ClientSpec, RunSpec
 from collectors.models import Host
 from tests.support.api import api
@@ -57,7 +57,8 @@ def test_the_api_refuses_a_pool_of_doors_or_under_fts_naming_the_field(admin_use
     refused = client.post("/api/v1/campaigns/", {**body, "clients": [door.pk]}, format="json")
     assert refused.status_code == 400 and "door7" in str(refused.json()["error"]["fields"]["clients"]), refused.content
     refused = client.post(
-        "/api/v1/campaigns/", {**body, "clients": [worker_node.pk], "engine": "fts", "fts_instance": fts.pk},
+        "/api/v1/campaigns/",
+        {**body, "clients": [worker_node.pk], "engine": "fts", "engine_options": {"instance": fts.pk}},
         format="json",
     )  # fmt: skip
     assert refused.status_code == 400 and "gfal2" in str(refused.json()["error"]["fields"]["clients"]), refused.content

@@ -17,7 +17,7 @@ from campaigns import runs
 from campaigns.choices import RunState
 from campaigns.models import Run, Transfer
 from campaigns.runs import sources
-from campaigns.runs.executors import build_copier
+from campaigns.runs.engines.gfal2.executor import build_copier
 from campaigns.runs.lifecycle import RunDriver
 from campaigns.runs.planning import source_files
 from collectors.models import Event

@@ -16,10 +16,10 @@ from collections.abc import Iterable
 from campaigns.choices import CampaignKind
 from campaigns.models import Endpoint, Run
 from campaigns.runs import store
-from campaigns.runs.copy_pool import CopyPool
 from campaigns.runs.engines.base import CopyJob, CopyOptions, EndpointCredentials
-from campaigns.runs.engines.gfal2_checksum import Gfal2Checksummer
-from campaigns.runs.engines.gfal2_engine import Gfal2Copier
+from campaigns.runs.engines.gfal2.checksum import Gfal2Checksummer
+from campaigns.runs.engines.gfal2.client import Gfal2Copier
+from campaigns.runs.engines.gfal2.copy_threads import CopyThreads
 from campaigns.runs.executors.base import Collected
 from campaigns.runs.executors.recording import Recorder
 from campaigns.runs.outages import retrying
@@ -52,7 +52,7 @@ def build_copier(snapshot: dict) -> Gfal2Copier:
     return engine(CopyOptions.from_spec(spec), credentials)
 
 
-class CopyPoolExecutor:
+class CopyThreadsExecutor:
     min_claim_floor = 1
 
     def __init__(self, run: Run, copier, *, executor_id: str) -> None:
@@ -60,7 +60,7 @@ class CopyPoolExecutor:
         self.spec = spec = RunSpec.of(run)
         self.executor_id = executor_id
         self.recorder = Recorder(run.pk, spec, executor_id)
-        self.pool = CopyPool(copier, deadline=spec.timeout + DEADLINE_GRACE)
+        self.pool = CopyThreads(copier, deadline=spec.timeout + DEADLINE_GRACE)
         self.base_options = CopyOptions.from_spec(spec)
         self.last_deadline_check = 0.0
         self.start_together = spec.start_together

@@ -39,7 +39,7 @@ class _Slot:
     given_up: bool = False
 
 
-class CopyPool:
+class CopyThreads:
     def __init__(self, copier, deadline: float | None = None) -> None:
         """deadline: seconds a copy may run before StorageOps cancels it (None: no deadline)."""
         self.copier = copier

@@ -19,9 +19,10 @@ from datetime import UTC, datetime
 from django.utils import timezone
 
 from campaigns.models import FtsInstance, Run
-from campaigns.runs import fts_links, fts_store
 from campaigns.runs.engines.base import CopyJob
-from campaigns.runs.engines.fts import (
+from campaigns.runs.engines.fts import links as fts_links
+from campaigns.runs.engines.fts import store as fts_store
+from campaigns.runs.engines.fts.client import (
     FINAL_FILE_STATES,
     FINAL_JOB_STATES,
     FtsClient,
@@ -32,6 +33,8 @@ from campaigns.runs.engines.fts import (
     file_outcome,
     job_body,
 )
+from campaigns.runs.engines.fts.options import FtsOptions
+from campaigns.runs.engines.fts.snapshot import FtsSpec
 from campaigns.runs.executors.base import Collected, ExecutorFailed
 from campaigns.runs.outages import retrying
 from campaigns.spec import RunSpec
@@ -47,7 +50,7 @@ NO_FINISH_NOTE = " (FTS gave no finish time within {:.0f} s: finished_at is when
 
 def build_client(snapshot: dict) -> FtsClient:
     """Credentials are read from the database now, never from the snapshot."""
-    instance = FtsInstance.objects.get(pk=RunSpec.from_snapshot(snapshot).fts_instance_id)
+    instance = FtsInstance.objects.get(pk=FtsOptions.of(snapshot).instance_id)
     return FtsClient(FtsSettings.from_instance(instance))
 
 
@@ -64,11 +67,12 @@ class FtsExecutor:
     def __init__(self, run: Run, client: FtsClient, *, executor_id: str) -> None:
         self.run = run
         self.spec = RunSpec.of(run)
+        self.fts = FtsSpec.from_snapshot(run.snapshot)
         self.client = client
         self.executor_id = executor_id
-        self.options = JobOptions.from_spec(self.spec)
-        self.batch_size = self.spec.fts.files_per_job
-        self.manage_links = self.spec.fts.manage_link_limits
+        self.options = JobOptions.from_spec(self.spec, FtsOptions.of(run.snapshot))
+        self.batch_size = self.fts.files_per_job
+        self.manage_links = self.fts.manage_link_limits
         self.links = fts_links.run_links(run) if self.manage_links else []
         self.metadata = {"storageops": True, "campaign": self.spec.campaign_id, "run": run.pk}
         self.jobs: dict[str, _Job] = {}
@@ -134,7 +138,7 @@ class FtsExecutor:
 
     def collect(self, now: float, *, idle: bool, stopping: bool) -> Collected:
         out = Collected()
-        interval = STOPPING_POLL_SECONDS if stopping else self.spec.fts.poll_seconds
+        interval = STOPPING_POLL_SECONDS if stopping else self.fts.poll_seconds
         if not self.in_force and not self.no_evolution and not stopping and now - self.last_check >= interval:
             self.last_check = now
             self._check_in_force()
@@ -196,7 +200,7 @@ class FtsExecutor:
                 report = {"error": str(exc)}
         fts = {
             **report,
-            "instance": self.spec.fts.name,
+            "instance": self.fts.name,
             "jobs": sorted(set(run.transfers.exclude(fts_job_id="").values_list("fts_job_id", flat=True))),
             "link_limits": [
                 {

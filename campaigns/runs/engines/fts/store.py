@@ -14,7 +14,7 @@ from django.db.models import F
 
 from campaigns.choices import TransferState
 from campaigns.models import Run, Transfer, buckets
-from campaigns.runs.engines.fts import FileOutcome
+from campaigns.runs.engines.fts.client import FileOutcome
 
 _STATE = {"FINISHED": TransferState.SUCCEEDED, "FAILED": TransferState.FAILED, "CANCELED": TransferState.CANCELLED}
 

@@ -17,9 +17,9 @@ import os
 import time
 
 from campaigns.models import Run
-from campaigns.runs.copy_pool import CopyPool
-from campaigns.runs.executors.copies import DEADLINE_GRACE, build_copier
-from campaigns.runs.pool import channel
+from campaigns.runs.client_pool import channel
+from campaigns.runs.engines.gfal2.copy_threads import CopyThreads
+from campaigns.runs.engines.gfal2.executor import DEADLINE_GRACE, build_copier
 from campaigns.spec import RunSpec
 from collectors.probes.procfs import net_counters
 
@@ -41,7 +41,7 @@ class ClientServer:
         self.conn = channel.connect()
         run = Run.objects.get(pk=run_id)
         spec = RunSpec.of(run)
-        self.pool = CopyPool(copier or build_copier(run.snapshot), deadline=spec.timeout + DEADLINE_GRACE)
+        self.pool = CopyThreads(copier or build_copier(run.snapshot), deadline=spec.timeout + DEADLINE_GRACE)
         self.share = 0
         self.step: int | None = None
         self.gate = ""

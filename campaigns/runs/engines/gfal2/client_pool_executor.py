@@ -1,4 +1,4 @@
-"""The client-pool executor: the run's copies spread over client hosts (campaigns.runs.pool).
+"""The client-pool executor: the run's copies spread over client hosts (campaigns.runs.client_pool).
 
 The driver side of the channel. It splits each step's concurrency over the clients that
 answered, by weight, hands each client jobs up to its share (and one waiting, so a free thread
@@ -22,12 +22,12 @@ from celery import current_app
 from django.conf import settings
 
 from campaigns.runs import store
+from campaigns.runs.client_pool import channel, shares
 from campaigns.runs.engines.base import CopyJob, CopyOptions
+from campaigns.runs.engines.gfal2.executor import START_TOGETHER_WAIT
 from campaigns.runs.executors.base import Collected, ExecutorFailed
-from campaigns.runs.executors.copies import START_TOGETHER_WAIT
 from campaigns.runs.executors.recording import Recorder
 from campaigns.runs.outages import retrying
-from campaigns.runs.pool import channel, shares
 from campaigns.spec import RunSpec
 from collectors.choices import EventKind
 from collectors.events import log_event

@@ -19,7 +19,7 @@ from urllib.parse import quote, urlsplit
 import requests
 
 from campaigns.runs.engines.base import CopyJob
-from campaigns.runs.engines.errors import categorize_fts
+from campaigns.runs.engines.fts.errors import categorize_fts
 
 log = logging.getLogger(__name__)
 
@@ -112,18 +112,18 @@ class JobOptions:
     strict_copy: bool = False
 
     @classmethod
-    def from_spec(cls, spec) -> JobOptions:
-        """The FTS knobs of a RunSpec (duck-typed: engines sit below the spec's module)."""
+    def from_spec(cls, spec, fts) -> JobOptions:
+        """The FTS knobs of a RunSpec and of the run's FTS options (fts.options.FtsOptions)."""
         return cls(
             verify_checksum=spec.checksum_mode,
             checksum_algorithm=spec.checksum_algorithm,
             overwrite=spec.overwrite,
             retry=spec.retries,
-            priority=spec.fts_priority,
+            priority=fts.priority,
             timeout=spec.timeout,
             nostreams=spec.streams,
             buffer_size=spec.tcp_buffer_size,
-            strict_copy=spec.fts_strict_copy,
+            strict_copy=fts.strict_copy,
         )
 
 

@@ -29,7 +29,7 @@ import time
 from campaigns.choices import ErrorCategory
 from campaigns.runs.engines.base import CopyJob, CopyResult
 from campaigns.runs.engines.errors import categorize
-from campaigns.runs.engines.gfal2_engine import Gfal2Copier, gfal2
+from campaigns.runs.engines.gfal2.client import Gfal2Copier, gfal2
 
 
 class Gfal2Checksummer(Gfal2Copier):

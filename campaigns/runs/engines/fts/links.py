@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from django.utils import timezone
 
 from campaigns.models import FtsLinkLimit, Run
-from campaigns.runs.engines.fts import FtsClient, FtsError, parse_time, storage_element
+from campaigns.runs.engines.fts.client import FtsClient, FtsError, parse_time, storage_element
 from campaigns.runs.planning import plan
 from collectors.events import log_event
 

@@ -1,0 +1,72 @@
+"""The FTS engine's options (Campaign.engine_options of an FTS campaign): which FTS instance
+runs the transfers, the jobs' priority, and strict copy. One schema for the model's check, the
+campaign form and the API.
+
+A run freezes them in its snapshot's parameters ("engine_options"); runs frozen before they
+moved there (migration campaigns 0016) hold fts_instance_id, fts_priority and fts_strict_copy,
+which `FtsOptions.from_parameters` still reads (a retry of such a run reuses its snapshot).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django import forms
+
+from campaigns.models import FtsInstance
+
+DEFAULT_PRIORITY = 3
+
+
+class FtsOptionsForm(forms.Form):
+    instance = forms.ModelChoiceField(
+        FtsInstance.objects.all(),
+        label="FTS instance",
+        help_text="The FTS3 server that runs this campaign's transfers.",
+        error_messages={
+            "required": "Choose the FTS instance that runs this campaign's transfers.",
+            "invalid_choice": "There is no FTS instance with this id.",
+        },
+    )
+    priority = forms.IntegerField(
+        label="FTS priority", min_value=1, max_value=5, required=False, initial=DEFAULT_PRIORITY,
+        help_text="1 (lowest) to 5; empty: 3.",
+    )  # fmt: skip
+    strict_copy = forms.BooleanField(
+        label="FTS strict copy", required=False, help_text="Copy only: no checksum, size or parent-directory checks."
+    )
+
+    def as_options(self) -> dict:
+        """The cleaned options as JSON values: the instance by its id."""
+        data = self.cleaned_data
+        priority = data.get("priority")
+        return {
+            "instance": data["instance"].pk,
+            "priority": DEFAULT_PRIORITY if priority is None else priority,
+            "strict_copy": bool(data.get("strict_copy")),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class FtsOptions:
+    instance_id: int | None = None
+    priority: int = DEFAULT_PRIORITY
+    strict_copy: bool = False
+
+    @classmethod
+    def from_parameters(cls, parameters: dict) -> FtsOptions:
+        options = parameters.get("engine_options") or {}
+        if options:
+            return cls(
+                options.get("instance"), options.get("priority", DEFAULT_PRIORITY), options.get("strict_copy", False)
+            )
+        # A snapshot frozen before engine_options existed.
+        return cls(
+            parameters.get("fts_instance_id"),
+            parameters.get("fts_priority", DEFAULT_PRIORITY),
+            parameters.get("fts_strict_copy", False),
+        )
+
+    @classmethod
+    def of(cls, snapshot: dict) -> FtsOptions:
+        return cls.from_parameters(snapshot.get("parameters") or {})
