@@ -7,8 +7,8 @@ the model's `clean`, the spec, the run services, the pages and the API. It impor
 the project; the callables an entry carries come from the engine's own package, which imports
 downwards (campaigns/runs/engines/<name>/), so the registry adds no upward import.
 
-Adding an engine (docs/architecture.md, "Add an engine"): a package with an executor and a
-`register_engine(EngineEntry(...))` in its `__init__`, named in `campaigns.apps.ENGINE_PACKAGES`.
+Adding an engine (docs/architecture.md, "Add an engine"): a package with an executor and an
+`engine` module that calls `register_engine(EngineEntry(...))`, named in `campaigns.apps.ENGINE_MODULES`.
 """
 
 from __future__ import annotations
