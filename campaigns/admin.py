@@ -119,6 +119,14 @@ class FtsInstanceAdmin(admin.ModelAdmin):
     list_display = ["name", "url", "auth_kind", "verify_tls", "files_per_job", "manage_link_limits"]
     search_fields = ["name", "url"]
 
+    def get_deleted_objects(self, objs, request):
+        # Campaigns name their instance inside engine_options (no foreign key the admin's collector
+        # follows), so the admin is told of them here: it then shows its "protected" page instead
+        # of deleting, as it did while the reference was a PROTECT foreign key.
+        deleted, counts, perms_needed, protected = super().get_deleted_objects(objs, request)
+        using = Campaign.objects.filter(engine_options__instance__in=[obj.pk for obj in objs]).order_by("name")
+        return deleted, counts, perms_needed, [*protected, *(f"Campaign: {campaign}" for campaign in using)]
+
 
 @admin.register(FtsLinkLimit)
 class FtsLinkLimitAdmin(admin.ModelAdmin):

@@ -61,3 +61,26 @@ def test_changes_to_an_fts_instance_are_recorded_without_the_secret(admin_user):
     records = ChangeRecord.objects.filter(object_type="campaigns.ftsinstance", object_id=created.json()["id"])
     assert records.count() == 1 and records.first().via == "api"
     assert SECRET not in str([(r.before, r.after, r.changes) for r in records])
+
+
+def test_admin_refuses_to_delete_an_instance_a_campaign_uses(admin_user, tmp_path):
+    """The campaign names its instance in engine_options, not by a foreign key: the admin's delete
+    page and its bulk action must still show it as protected and delete nothing (not a 500)."""
+    from tests.support.factories import campaign, endpoint
+
+    used = FtsInstance.objects.create(name="used-fts", url="https://fts.example.org:8446")
+    spare = FtsInstance.objects.create(name="spare-fts", url="https://fts2.example.org:8446")
+    src, dst = endpoint("adm-src", f"file://{tmp_path}/a/"), endpoint("adm-dst", f"file://{tmp_path}/b/")
+    campaign("uses-fts", [src], [dst], engine="fts", engine_options={"instance": used.pk})
+    client = Client()
+    client.force_login(admin_user)
+    page = client.post(f"/admin/campaigns/ftsinstance/{used.pk}/delete/", {"post": "yes"})
+    assert page.status_code == 200 and "Campaign: uses-fts" in page.content.decode()
+    bulk = client.post(
+        "/admin/campaigns/ftsinstance/",
+        {"action": "delete_selected", "_selected_action": [used.pk, spare.pk], "post": "yes"},
+    )
+    assert bulk.status_code == 200 and "Campaign: uses-fts" in bulk.content.decode()
+    assert set(FtsInstance.objects.values_list("name", flat=True)) == {"used-fts", "spare-fts"}
+    gone = client.post(f"/admin/campaigns/ftsinstance/{spare.pk}/delete/", {"post": "yes"})
+    assert gone.status_code == 302 and not FtsInstance.objects.filter(pk=spare.pk).exists()
