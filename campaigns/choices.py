@@ -106,6 +106,7 @@ class ErrorCategory(models.TextChoices):
     HTTP_5XX = "http_5xx", "HTTP 5xx"
     TPC_FAILURE = "tpc_failure", "TPC failure"
     CONNECTION_REFUSED = "connection_refused", "Connection refused"
+    DNS = "dns", "Host name not resolved (DNS)"
     NO_SPACE = "no_space", "No space"
     PERMISSION_DENIED = "permission_denied", "Permission denied"
     NOT_FOUND = "not_found", "Not found"
@@ -124,6 +125,7 @@ RETRYABLE_ERRORS = frozenset(
         ErrorCategory.HTTP_5XX,
         ErrorCategory.TPC_FAILURE,
         ErrorCategory.CONNECTION_REFUSED,
+        ErrorCategory.DNS,  # a resolver's hiccup passes; a wrong name fails the same way again
         ErrorCategory.OTHER,
     }
 )

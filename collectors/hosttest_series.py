@@ -4,9 +4,12 @@ FZU measured remote Ceph RBD with dd, 50,000 times 1 GB, and read a rolling mean
 it also saw reads at 4,799 MB/s where the device gives 662: the page cache answered, because the
 test read back the file it had just written. A series therefore reads *cold* by default (after
 the write is on disk, the file's pages are dropped with posix_fadvise(DONTNEED), which any user
-may do for a file they can open), can add an O_DIRECT reference read each repeat, and flags a
-read as cached, with its evidence, when it was read warm or ran more than twice as fast as the
-direct reads of the same series.
+may do for a file they can open) and can add an O_DIRECT reference read each repeat. Just before
+each timed read, the file's page-cache residency is measured (mincore, as fincore does:
+collectors.pagecache). A read is flagged *cached* only when its pages were resident, the
+resident fraction kept as the evidence; a read that was not resident yet ran more than twice as
+fast as the series' direct reads is flagged *faster than direct I/O* instead: readahead or the
+hypervisor's cache answered, which a drop of the guest's page cache cannot reach.
 
 Every parameter is validated by collectors.hosttests (whitelisted, argument lists, files only
 inside STORAGEOPS_HOST_TEST_DIR); the series runs on the host's own collector queue, writes each
@@ -27,10 +30,13 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.utils import timezone
 
-from collectors import hosttests
+from collectors import hosttests, pagecache
 from collectors.models import Host, HostTestResult, HostTestSeries
 
-CACHED_FACTOR = 2.0  # a read this many times faster than the direct reads came from memory
+FASTER_FACTOR = 2.0  # a read this many times faster than the direct reads did not measure the device
+# A read is cached from this share of its pages resident on: a tenth of the file from memory
+# shortens a read by about a tenth, as much as repeats on one disk differ from each other.
+CACHED_RESIDENT = 0.1
 MAX_REPEATS = 100_000
 ROLLING_DEFAULT = 50
 _SERIES_KEYS = {"repeats", "byte_budget", "cold", "reference", "rolling"}
@@ -178,17 +184,21 @@ def _dd_repeat(params: SeriesParams, index: int, direct_reads: list[float]) -> H
         result = HostTestResult(index=index, write_bps=written)
         if p.rw == "write" and not params.cold and not params.reference:
             return result
-        if params.reference:
+        # Cold: dropped once, before both reads (an O_DIRECT read fills no page of the cache).
+        # Warm: the pages stay as the write left them, the direct read included.
+        if params.cold:
             _drop_cache(target)
+        if params.reference:
             direct = hosttests.run_argv([dd, f"if={target}", "of=/dev/null", f"bs={p.block_size}", "iflag=direct"])
             result.direct_read_bps = hosttests.parse_dd(direct.stderr, p.block_size, "read")["read_bps"]
             direct_reads.append(result.direct_read_bps)
-        if params.cold:
-            _drop_cache(target)
+        result.resident_fraction = pagecache.resident_fraction(target)  # measured, not assumed
         iflag = ["iflag=direct"] if p.direct else []
         read = hosttests.run_argv([dd, f"if={target}", "of=/dev/null", f"bs={p.block_size}", *iflag])
         result.read_bps = hosttests.parse_dd(read.stderr, p.block_size, "read")["read_bps"]
-        result.cached, result.cached_reason = cached_verdict(result.read_bps, params, direct_reads)
+        flags = read_flags(result.read_bps, result.resident_fraction, params, direct_reads)
+        result.cached, result.cached_reason = flags.cached, flags.cached_reason
+        result.faster_than_direct, result.faster_reason = flags.faster, flags.faster_reason
         return result
     finally:
         target.unlink(missing_ok=True)
@@ -204,20 +214,36 @@ def _drop_cache(path: Path) -> None:
         os.close(fd)
 
 
-def cached_verdict(read_bps: float, params: SeriesParams, direct_reads: list[float]) -> tuple[bool, str]:
-    """Whether a read measured memory rather than the device, and the evidence."""
+@dataclass(frozen=True)
+class ReadFlags:
+    cached: bool = False
+    cached_reason: str = ""
+    faster: bool = False
+    faster_reason: str = ""
+
+
+def read_flags(read_bps: float, resident: float, params: SeriesParams, direct_reads: list[float]) -> ReadFlags:
+    """Whether a read measured memory (its pages were resident before it: cached) or ran faster
+    than the device without them (faster than direct I/O), each with its evidence."""
     if params.test.direct:
-        return False, ""
+        return ReadFlags()  # an O_DIRECT read bypasses the page cache whatever is resident
+    if resident >= CACHED_RESIDENT:
+        how = "read back just after it was written" if not params.cold else "though dropped before the read"
+        return ReadFlags(
+            cached=True,
+            cached_reason=f"{resident:.0%} of the file's pages were in the page cache before the read ({how}): "
+            "the page cache answered",
+        )
     if direct_reads:
         reference = statistics.median(direct_reads)
-        if reference > 0 and read_bps > CACHED_FACTOR * reference:
-            return True, (
-                f"{read_bps / 1e6:,.0f} MB/s is {read_bps / reference:.1f}× the direct-I/O reads of this series "
-                f"(median {reference / 1e6:,.0f} MB/s): faster than the device, the page cache answered"
+        if reference > 0 and read_bps > FASTER_FACTOR * reference:
+            return ReadFlags(
+                faster=True,
+                faster_reason=f"{read_bps / 1e6:,.0f} MB/s is {read_bps / reference:.1f}× the direct-I/O reads of "
+                f"this series (median {reference / 1e6:,.0f} MB/s) with {resident:.0%} of its pages resident: faster "
+                "than direct I/O (readahead or the hypervisor's cache)",
             )
-    if not params.cold:
-        return True, "read back just after it was written, its pages not dropped: the page cache may have answered"
-    return False, ""
+    return ReadFlags()
 
 
 # -- reading ----------------------------------------------------------------------------------
@@ -234,18 +260,61 @@ def rolling_mean(values: list[float | None], window: int) -> list[float | None]:
 
 
 def series_chart(series: HostTestSeries) -> dict:
-    """Per result: write, read and direct read in bytes/s, and each one's rolling mean."""
-    params = series.params if isinstance(series.params, dict) else {}
-    window = params.get("rolling", ROLLING_DEFAULT)
+    """Per result: write, read and direct read in bytes/s, each one's rolling mean, and the reads
+    again with the flagged ones (cached, faster than direct I/O) left out, their own rolling mean."""
+    window = all_params(series).get("rolling", ROLLING_DEFAULT)
     rows = list(
-        series.results.order_by("index").values_list("index", "write_bps", "read_bps", "direct_read_bps", "cached")
+        series.results.order_by("index").values_list(
+            "index", "write_bps", "read_bps", "direct_read_bps", "cached", "faster_than_direct"
+        )
     )
-    out: dict = {"window": window, "index": [r[0] + 1 for r in rows], "cached": [r[4] for r in rows], "series": {}}
-    for position, name in ((1, "write"), (2, "read"), (3, "direct read")):
-        values = [r[position] for r in rows]
+    out: dict = {
+        "window": window,
+        "index": [r[0] + 1 for r in rows],
+        "cached": [r[4] for r in rows],
+        "faster": [r[5] for r in rows],
+        "series": {},
+    }
+    unflagged = [None if r[4] or r[5] else r[2] for r in rows]
+    for name, values in (
+        ("write", [r[1] for r in rows]),
+        ("read", [r[2] for r in rows]),
+        ("read, flagged left out", unflagged if any(r[4] or r[5] for r in rows) else []),
+        ("direct read", [r[3] for r in rows]),
+    ):
         if any(v is not None for v in values):
             out["series"][name] = {"values": values, "rolling": rolling_mean(values, window)}
     return out
+
+
+def all_params(series: HostTestSeries) -> dict:
+    """Every parameter of the series as it ran, defaults included and sizes in bytes (a request
+    names only what it changes: a series run cold by default said nothing of cold)."""
+    raw = series.params if isinstance(series.params, dict) else {}
+    try:
+        checked = validate(raw)
+    except ValidationError:
+        return dict(raw)  # a series refused on its host: what was asked is all there is
+    test = checked.test
+    return {
+        "tool": test.tool, "name": test.name, "subdir": raw.get("subdir", ""), "size": test.size,
+        "block_size": test.block_size, "rw": test.rw, "iodepth": test.iodepth, "numjobs": test.numjobs,
+        "ioengine": test.ioengine, "direct": test.direct, "runtime": test.runtime, "repeats": checked.repeats,
+        "byte_budget": checked.byte_budget, "cold": checked.cold, "reference": checked.reference,
+        "rolling": checked.rolling,
+    }  # fmt: skip
+
+
+def read_summaries(results: list[HostTestResult]) -> dict:
+    """The reads' summary with every read, and with the flagged ones left out."""
+    reads = [r for r in results if r.read_bps is not None]
+    unflagged = [r.read_bps for r in reads if not (r.cached or r.faster_than_direct)]
+    return {
+        "read": summary([r.read_bps for r in reads]),
+        "read_unflagged": summary(unflagged) if len(unflagged) < len(reads) else {},
+        "cached_count": sum(r.cached for r in reads),
+        "faster_count": sum(r.faster_than_direct for r in reads),
+    }
 
 
 def summary(values: list[float]) -> dict:
@@ -262,23 +331,32 @@ def summary(values: list[float]) -> dict:
     }
 
 
+# What makes two series comparable: the same test (tool, size, block size, I/O mode) and the same
+# cold setting; a warm series beside a cold one compares memory with a disk.
+COMPARABLE = ("tool", "size", "block_size", "rw", "direct", "ioengine", "iodepth", "numjobs", "cold")
+
+
 def hosts_side_by_side(series: HostTestSeries) -> list[dict]:
-    """The latest finished series of each host with the same tool, size and block size: local
-    disk, RBD and production side by side."""
-    same = {k: series.params.get(k) for k in ("tool", "size", "block_size", "direct")}
+    """The latest finished series of each host with the same tool, size, block size, I/O mode and
+    cold setting: local disk, RBD and production side by side. Reads with and without the
+    flagged ones."""
+    same = {k: all_params(series).get(k) for k in COMPARABLE}
     rows = []
     seen: set[int] = set()
     candidates = HostTestSeries.objects.filter(tool=series.tool, state="succeeded").select_related("host")
     for other in candidates.order_by("-finished_at")[:200]:
-        if other.host_id in seen or {k: other.params.get(k) for k in same} != same:
+        if other.host_id in seen:
+            continue
+        params = all_params(other)
+        if {k: params.get(k) for k in COMPARABLE} != same:
             continue
         seen.add(other.host_id)
-        results = list(other.results.values_list("write_bps", "read_bps"))
+        results = list(other.results.only("write_bps", "read_bps", "cached", "faster_than_direct"))
         rows.append(
             {
                 "series": other,
-                "write": summary([w for w, _ in results if w is not None]),
-                "read": summary([r for _, r in results if r is not None]),
+                "write": summary([r.write_bps for r in results if r.write_bps is not None]),
+                **read_summaries(results),
             }
         )
     return sorted(rows, key=lambda r: r["series"].host.name)

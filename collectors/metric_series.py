@@ -64,6 +64,8 @@ LABELLED_METRICS = {
     "proc.cpu_percent": "%",
     "proc.cpus_allowed": "",
     "proc.cpu_quota_cores": "",
+    "proc.cpu_throttled_percent": "%",
+    "proc.cpu_throttled_per_s": "",
     "disk.busy_percent": "%",
     "disk.read_bps": "B/s",
     "disk.write_bps": "B/s",

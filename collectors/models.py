@@ -228,8 +228,22 @@ class HostTestResult(models.Model):
     iops = models.FloatField(null=True, blank=True)
     lat_p50_ms = models.FloatField(null=True, blank=True)
     lat_p99_ms = models.FloatField(null=True, blank=True)
-    cached = models.BooleanField(default=False)
+    cached = models.BooleanField(
+        default=False,
+        help_text="The read's pages were in the page cache before it (resident_fraction): memory's figure.",
+    )
     cached_reason = models.CharField(max_length=300, blank=True)
+    resident_fraction = models.FloatField(
+        null=True, blank=True,
+        help_text="Share of the file's pages in the page cache just before the timed read (mincore, as fincore "
+        "measures it); null where not measured (fio, which lays out and reads its files in one process).",
+    )  # fmt: skip
+    faster_than_direct = models.BooleanField(
+        default=False,
+        help_text="Not resident, yet more than twice as fast as the series' direct-I/O reads: readahead or the "
+        "hypervisor's cache answered, not the page cache.",
+    )
+    faster_reason = models.CharField(max_length=300, blank=True)
 
     class Meta:
         ordering = ["series", "index"]

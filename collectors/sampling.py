@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from django.db import close_old_connections
 from django.utils import timezone
@@ -36,6 +36,9 @@ class _Counters:
     procs: dict[str, dict[tuple[int, int], float]]  # service -> {(pid, start): cpu seconds}
     cores: dict[int, procfs.CpuTimes]
     affinity: dict[str, set[int]]  # service -> the cores its processes may use
+    # service -> (periods, throttled periods, throttled seconds), summed over the cgroups whose
+    # CPU quota binds its processes: what says the quota, not the host, held the daemon back.
+    throttling: dict[str, tuple[int, int, float]] = field(default_factory=dict)
 
 
 def _rate(new: float, old: float, seconds: float) -> float:
@@ -92,6 +95,13 @@ class Sampler:
                         cores = quota
                         add("proc.cpu_quota_cores", quota, state.name)
                 add("proc.cpus_allowed", cores, state.name)
+            groups = dict(t for t in (procfs.cpu_throttling(s.pid) for s in stats) if t)
+            if groups:
+                current.throttling[state.name] = (
+                    sum(c.periods for c in groups.values()),
+                    sum(c.throttled for c in groups.values()),
+                    sum(c.throttled_seconds for c in groups.values()),
+                )
 
         prev = self.previous
         self.previous = current
@@ -133,6 +143,17 @@ class Sampler:
             total = sum(current.cores[c].total - prev.cores[c].total for c in allowed if c in prev.cores)
             if total > 0:
                 add("proc.cores_busy_percent", min(max(busy / total * 100, 0.0), 100.0), name)
+        for name, (periods, throttled, stopped) in current.throttling.items():
+            if name not in prev.throttling:
+                continue
+            was_periods, was_throttled, was_stopped = prev.throttling[name]
+            if periods < was_periods or throttled < was_throttled:
+                continue  # the cgroup was made anew (a restarted container): its counters began again
+            ran = periods - was_periods
+            # The share of its quota periods in which the cgroup ran out of quota, and how long its
+            # threads were kept waiting per second (more than 1 when several threads were).
+            add("proc.cpu_throttled_percent", (throttled - was_throttled) / ran * 100 if ran else 0.0, name)
+            add("proc.cpu_throttled_per_s", max(stopped - was_stopped, 0.0) / seconds, name)
         return out
 
 

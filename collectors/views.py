@@ -154,10 +154,10 @@ def _results_context(series: HostTestSeries) -> dict:
     results = list(series.results.order_by("index"))
     return {
         "series": series,
+        "params": hosttest_series.all_params(series),
         "results": results,
-        "cached_count": sum(r.cached for r in results),
         "write": hosttest_series.summary([r.write_bps for r in results if r.write_bps is not None]),
-        "read": hosttest_series.summary([r.read_bps for r in results if r.read_bps is not None]),
+        **hosttest_series.read_summaries(results),
         "direct_read": hosttest_series.summary([r.direct_read_bps for r in results if r.direct_read_bps is not None]),
     }
 

@@ -202,6 +202,27 @@ class RunSerializer(BaseModelSerializer):
         "choice). POST runs/{id}/baseline/ includes or leaves it out."
     )
 
+    throughput_bps = serializers.SerializerMethodField(
+        help_text="Bytes/s of the run: once it has finished, its final figure (summary.total.throughput_bps, "
+        "bytes of successful copies over the active window); while it is live, live_rate_bps."
+    )
+    live_rate_bps = serializers.SerializerMethodField(
+        help_text="Bytes/s over the last 10 s while the run is live; null once it has finished (the last live "
+        "rate is not the run's figure: throughput_bps is)."
+    )
+
+    def get_throughput_bps(self, obj) -> float | None:
+        if obj.is_live:
+            return obj.throughput_bps
+        # A list defers the summary and annotates the one key (campaigns.api.views).
+        if hasattr(obj, "final_throughput_bps"):
+            final = obj.final_throughput_bps
+            return float(final) if final not in (None, "") else None
+        return ((obj.summary or {}).get("total") or {}).get("throughput_bps")
+
+    def get_live_rate_bps(self, obj) -> float | None:
+        return obj.throughput_bps if obj.is_live else None
+
     def get_in_baseline(self, obj) -> dict:
         return baseline_choice.standing(obj)
 
@@ -240,6 +261,7 @@ class RunSerializer(BaseModelSerializer):
             "current_concurrency",
             "active_transfers",
             "throughput_bps",
+            "live_rate_bps",
             "eta_seconds",
             "stop_reason",
             "disturbed",

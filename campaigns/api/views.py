@@ -140,6 +140,7 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
                 judgement_status=KT("summary__judgement__status"),
                 judgement_headline=KT("summary__judgement__headline"),
                 transfers_deleted=KT("summary__archived__transfers_deleted"),
+                final_throughput_bps=KT("summary__total__throughput_bps"),
             )
         )
 

@@ -29,11 +29,16 @@ from collectors.models import Host, MetricSample
 MIN_SAMPLES = 2
 # Requests failing this way are what overloaded doors answer (checksum timeouts, HTTP 5xx).
 OVERLOAD_ERRORS = ("checksum_timeout", "http_5xx")
+# A cgroup throttled in this share of its quota periods or more was held back by its quota:
+# it wanted CPU the quota did not give, whatever the host's cores were doing.
+THROTTLED_PERCENT = 10.0
 _METRICS = (
     "cpu.percent",
     "proc.cpu_percent",
     "proc.cpus_allowed",
     "proc.cpu_quota_cores",
+    "proc.cpu_throttled_percent",
+    "proc.cpu_throttled_per_s",
     "proc.cores_busy_percent",
     "net.rx_bps",
     "net.tx_bps",
@@ -52,12 +57,21 @@ class Reading:
     label: str  # daemon, interface or device
     value: float
     detail: str
+    # A daemon under a CPU quota: the share of its quota periods in which its cgroup was
+    # throttled, and the seconds a second its threads waited for quota (cpu.stat's counters).
+    throttled_percent: float | None = None
+    throttled_per_s: float | None = None
+
+    @property
+    def quota_bound(self) -> bool:
+        """The daemon's cgroup ran out of CPU quota often enough that the quota held it back."""
+        return self.resource == "daemon_cpu" and (self.throttled_percent or 0) >= THROTTLED_PERCENT
 
     @property
     def title(self) -> str:
         names = {
             "cpu": "CPU (all cores)",
-            "daemon_cpu": f"CPU of {self.label}",
+            "daemon_cpu": f"CPU quota of {self.label}" if self.quota_bound else f"CPU of {self.label}",
             "cores": f"CPU of the cores {self.label} may use",
             "network": f"network {self.label}",
             "disk": f"disk {self.label} busy",
@@ -105,7 +119,17 @@ def _daemon_cpu(door: str, label: str, value: float, cores: float, means: dict) 
     own = value / (100 * cores)
     quota = means.get(("proc.cpu_quota_cores", label))
     detail = f"{value:.0f} % of {cores:.3g} core(s)" + (" (its cgroup's CPU quota)" if quota else "")
-    found = [Reading(door, "daemon_cpu", label, own, detail)]
+    throttled = means.get(("proc.cpu_throttled_percent", label))
+    waited = means.get(("proc.cpu_throttled_per_s", label))
+    if quota and throttled is not None and throttled >= THROTTLED_PERCENT:
+        # The counters say the quota stopped it: as full as the share of periods it was stopped
+        # in, even where its mean use reads lower (a daemon that waits for quota uses less).
+        own = max(own, throttled / 100)
+        detail = (
+            f"throttled in {throttled:.0f} % of its quota periods, {waited or 0:.2f} s a second kept waiting "
+            f"(cpu.stat); {value:.1f} % of one core used of a quota of {quota:.3g} core(s)"
+        )
+    found = [Reading(door, "daemon_cpu", label, own, detail, throttled, waited)]
     busy = means.get(("proc.cores_busy_percent", label))
     # Under a CPU quota the quota is the daemon's limit, however busy the cores are.
     if busy is not None and not quota:
@@ -181,7 +205,13 @@ def saturation(run: Run, summary: dict, end: datetime) -> tuple[list[dict], dict
 # The metrics a resource's reading is computed from, as the collectors store them.
 EVIDENCE_METRICS = {
     "cpu": ["cpu.percent"],
-    "daemon_cpu": ["proc.cpu_percent", "proc.cpus_allowed", "proc.cpu_quota_cores"],
+    "daemon_cpu": [
+        "proc.cpu_percent",
+        "proc.cpus_allowed",
+        "proc.cpu_quota_cores",
+        "proc.cpu_throttled_percent",
+        "proc.cpu_throttled_per_s",
+    ],
     "cores": ["proc.cores_busy_percent", "proc.cpu_percent"],
     "network": ["net.rx_bps", "net.tx_bps"],
     "disk": ["disk.busy_percent"],
@@ -200,4 +230,10 @@ def evidence(reading: Reading, step: dict) -> dict:
         "from": step["window"][0],
         "to": step["window"][1],
         "samples": step["samples"].get(reading.door, 0),
+        # Under a binding quota, the throttling counters' means over the window are the proof.
+        **(
+            {"throttled_percent": reading.throttled_percent, "throttled_per_s": reading.throttled_per_s}
+            if reading.quota_bound
+            else {}
+        ),
     }

@@ -3,7 +3,7 @@ from __future__ import annotations
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from collectors import references
+from collectors import hosttest_series, references
 from collectors.choices import EventSource
 from collectors.models import Event, Host, HostTestResult, HostTestSeries, MetricSample
 from storageops.api.base import BaseModelSerializer
@@ -104,7 +104,8 @@ class HostTestResultSerializer(serializers.ModelSerializer):
     class Meta:
         model = HostTestResult
         fields = ["index", "time", "seconds", "write_bps", "read_bps", "direct_read_bps", "iops", "lat_p50_ms",
-                  "lat_p99_ms", "cached", "cached_reason"]  # fmt: skip
+                  "lat_p99_ms", "resident_fraction", "cached", "cached_reason", "faster_than_direct",
+                  "faster_reason"]  # fmt: skip
         read_only_fields = fields
 
 
@@ -112,7 +113,15 @@ class HostTestSeriesSerializer(serializers.ModelSerializer):
     """A series as stored; its results in order on its own page (?results=0 leaves them out), never in lists."""
 
     host = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    params = serializers.SerializerMethodField(
+        help_text="Every parameter the series runs with, defaults included (cold, reference, rolling...), "
+        "sizes in bytes; requested_params is the request as it was made."
+    )
+    requested_params = serializers.JSONField(source="params", read_only=True)
     results = serializers.SerializerMethodField()
+
+    def get_params(self, obj) -> dict:
+        return hosttest_series.all_params(obj)
 
     @extend_schema_field(HostTestResultSerializer(many=True))
     def get_results(self, obj) -> list[dict]:
@@ -123,8 +132,8 @@ class HostTestSeriesSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = HostTestSeries
-        fields = ["id", "host", "tool", "params", "repeats", "byte_budget", "bytes_written", "state",
-                  "cancel_requested", "error", "created", "started_at", "finished_at", "results"]  # fmt: skip
+        fields = ["id", "host", "tool", "params", "requested_params", "repeats", "byte_budget", "bytes_written",
+                  "state", "cancel_requested", "error", "created", "started_at", "finished_at", "results"]  # fmt: skip
         read_only_fields = fields
 
 

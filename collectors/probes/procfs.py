@@ -171,13 +171,8 @@ def _quota_at(directory: Path, v2: bool) -> float | None:
     return quota / period if quota > 0 and period > 0 else None
 
 
-def cpu_quota(pid: int) -> tuple[str, float] | None:
-    """(cgroup, cores) when a CFS quota limits a process' CPU time, else None.
-
-    A door in a container or a cgroup with cpu.cfs_quota_us (v1) or cpu.max (v2) saturates at
-    quota/period of one core however many cores it may run on; the tightest quota of its
-    cgroup and the cgroup's ancestors is the one that binds.
-    """
+def _binding_quota(pid: int) -> tuple[str, float, Path, bool] | None:
+    """(the process' cgroup path, cores, the directory whose quota binds, is v2) or None."""
     paths = _cgroup_of(pid)
     # A hybrid host lists a cgroup2 mount without the cpu controller: v1's cpu wins when present.
     for mount, root, v2 in sorted(_cpu_controller_mounts(), key=lambda m: m[2]):
@@ -190,16 +185,72 @@ def cpu_quota(pid: int) -> tuple[str, float] | None:
         directory = Path(mount, path.lstrip("/"))
         if not directory.is_dir():
             continue
-        limits = []
+        limits: list[tuple[float, Path]] = []
         current = directory
         while True:
             if (limit := _quota_at(current, v2)) is not None:
-                limits.append(limit)
+                limits.append((limit, current))
             if current == Path(mount) or current.parent == current:
                 break
             current = current.parent
-        return (path, min(limits)) if limits else None
+        if limits:
+            cores, where = min(limits, key=lambda item: item[0])
+            return path, cores, where, v2
+        return None
     return None
+
+
+def cpu_quota(pid: int) -> tuple[str, float] | None:
+    """(cgroup, cores) when a CFS quota limits a process' CPU time, else None.
+
+    A door in a container or a cgroup with cpu.cfs_quota_us (v1) or cpu.max (v2) saturates at
+    quota/period of one core however many cores it may run on; the tightest quota of its
+    cgroup and the cgroup's ancestors is the one that binds.
+    """
+    found = _binding_quota(pid)
+    return (found[0], found[1]) if found else None
+
+
+@dataclass(frozen=True)
+class CpuThrottling:
+    """A cgroup's CFS bandwidth counters (cpu.stat), cumulative since the cgroup was made."""
+
+    periods: int  # enforcement periods in which the cgroup had work to run
+    throttled: int  # of those, periods in which it used up its quota and was stopped
+    throttled_seconds: float  # how long its runnable threads were kept off the CPU
+
+
+def parse_cpu_stat(text: str) -> CpuThrottling | None:
+    """cpu.stat of cgroup v2 (throttled_usec, microseconds) or v1 (throttled_time, nanoseconds);
+    None when it has no bandwidth counters (v2 without a quota anywhere shows only usage)."""
+    values: dict[str, int] = {}
+    for line in text.splitlines():
+        key, _, number = line.partition(" ")
+        if number.strip().lstrip("-").isdigit():
+            values[key] = int(number)
+    if "nr_periods" not in values or "nr_throttled" not in values:
+        return None
+    if "throttled_usec" in values:
+        seconds = values["throttled_usec"] / 1e6
+    elif "throttled_time" in values:
+        seconds = values["throttled_time"] / 1e9
+    else:
+        return None
+    return CpuThrottling(values["nr_periods"], values["nr_throttled"], seconds)
+
+
+def cpu_throttling(pid: int) -> tuple[str, CpuThrottling] | None:
+    """(the cgroup whose quota binds, its counters) for a process under a CPU quota, else None.
+    The counters are read where the quota is set: that is the level the scheduler throttles."""
+    found = _binding_quota(pid)
+    if not found:
+        return None
+    _, _, where, _ = found
+    try:
+        counters = parse_cpu_stat((where / "cpu.stat").read_text())
+    except OSError:
+        return None
+    return (str(where), counters) if counters else None
 
 
 def per_cpu_times() -> dict[int, CpuTimes]:

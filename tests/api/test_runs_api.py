@@ -146,6 +146,27 @@ def test_the_runs_list_gives_headlines_and_the_run_gives_everything(viewer, work
     assert listed["retryable"] == client.get(f"/api/v1/runs/{run.pk}/").json()["retryable"] == 0
 
 
+def test_a_finished_runs_throughput_is_its_final_figure_not_its_last_live_rate(viewer):
+    run = finished_run("api-final-rate", file_count=6)
+    final = run.summary["total"]["throughput_bps"]
+    # The final figure against the world: bytes of the successful copies over their own window.
+    rows = list(run.transfers.filter(state="succeeded"))
+    window = (max(t.finished_at for t in rows) - min(t.started_at for t in rows)).total_seconds()
+    assert final == pytest.approx(sum(t.bytes_transferred for t in rows) / window, rel=0.01)
+    # What the driver left in the live column at the end (the report's 0.0 beside 2.33 MB/s).
+    Run.objects.filter(pk=run.pk).update(throughput_bps=0.0)
+    client = api(viewer, "viewer")
+    full = client.get(f"/api/v1/runs/{run.pk}/").json()
+    [listed] = client.get("/api/v1/runs/", {"campaign": run.campaign_id}).json()["results"]
+    for shown in (full, listed):
+        assert shown["throughput_bps"] == pytest.approx(final)
+        assert shown["live_rate_bps"] is None
+    # A live run: both are its live rate.
+    Run.objects.filter(pk=run.pk).update(state="running", throughput_bps=1234.5)
+    live = client.get(f"/api/v1/runs/{run.pk}/").json()
+    assert live["throughput_bps"] == live["live_rate_bps"] == 1234.5
+
+
 def test_comparison_puts_runs_side_by_side(viewer):
     a = finished_run("cmp-a", file_count=40, concurrency_steps=[1, 4], step_files=20)
     b = finished_run("cmp-b", file_count=40, concurrency_steps=[2], streams=4)

@@ -28,6 +28,9 @@ def test_the_api_starts_lists_and_cancels_a_series(client, operator, viewer, hos
     assert created.status_code == 201, created.content
     body = created.json()
     assert (body["state"], body["repeats"], body["host"]) == ("queued", 50_000, "door-t")
+    # Every parameter, the defaults the request left out included; the request as it was beside.
+    assert body["params"]["cold"] is True and body["params"]["rolling"] == 50 and body["params"]["direct"] is False
+    assert body["params"]["block_size"] == 10 << 20 and body["requested_params"] == params
     listed = client.get(f"/api/v1/hosts/{host.pk}/tests/").json()
     assert [s["id"] for s in listed["results"]] == [body["id"]] and listed["results"][0]["results"] == []
     cancelled = client.post(f"/api/v1/host-tests/{body['id']}/cancel/")
@@ -50,7 +53,8 @@ def test_the_host_page_form_explains_a_bad_series_and_starts_a_good_one(client, 
     series = HostTestSeries.objects.get()
     assert started.status_code == 302 and started.url == f"/hosts/tests/{series.pk}/"
     assert series.params["block_size"] == "256k" and series.created_by == operator
-    assert client.get(started.url).status_code == 200
+    shown = client.get(started.url)
+    assert shown.status_code == 200 and "cold=True" in shown.content.decode()
 
 
 def test_manage_py_host_test_runs_a_series_here_and_prints_each_result(host, capsys):
@@ -59,6 +63,7 @@ def test_manage_py_host_test_runs_a_series_here_and_prints_each_result(host, cap
     assert "succeeded" in out and out.count(" read ") >= 3 and "direct read" in out
     series = HostTestSeries.objects.get()
     assert series.results.count() == 3
+    assert out.count("0% resident before the read") == 3  # cold by default, measured
     with pytest.raises(CommandError, match="more than its byte budget"):
         call_command("host_test", "door-t", "--size", "1G", "--repeats", "50000", "--byte-budget", "1T", "--here")
     with pytest.raises(CommandError, match="Unknown host"):

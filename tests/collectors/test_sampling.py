@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import time
 
+from campaigns.results.saturation import readings
 from collectors.models import MetricSample
 from collectors.probes import procfs
 from collectors.sampling import HostCollector
@@ -78,3 +80,58 @@ def test_a_process_under_a_cgroup_cpu_quota_may_use_only_that_share_of_a_core(ma
     finally:
         sleeper.kill()
         sleeper.wait()
+
+
+# cpu.stat as the kernels write it: v1 (this machine's, throttled_time in ns) and v2
+# (throttled_usec in µs; without a quota anywhere above it, v2 shows usage only).
+CPU_STAT_V1 = "nr_periods 412\nnr_throttled 398\nthrottled_time 38652113914\nnr_bursts 0\nburst_time 0\n"
+CPU_STAT_V2 = (
+    "usage_usec 6020000\nuser_usec 5000000\nsystem_usec 1020000\ncore_sched.force_idle_usec 0\n"
+    "nr_periods 600\nnr_throttled 540\nthrottled_usec 52300000\nnr_bursts 0\nburst_usec 0\n"
+)
+CPU_STAT_V2_NO_QUOTA = "usage_usec 6020000\nuser_usec 5000000\nsystem_usec 1020000\n"
+
+
+def test_cpu_stat_is_read_in_both_cgroup_versions():
+    assert procfs.parse_cpu_stat(CPU_STAT_V1) == procfs.CpuThrottling(412, 398, 38.652113914)
+    assert procfs.parse_cpu_stat(CPU_STAT_V2) == procfs.CpuThrottling(600, 540, 52.3)
+    assert procfs.parse_cpu_stat(CPU_STAT_V2_NO_QUOTA) is None
+
+
+def test_a_daemon_held_back_by_its_cgroup_cpu_quota_is_throttled_and_named(make_host, tmp_path):
+    """A busy process in a real cgroup allowed 0.015 of a core (the quota the report found):
+    the collector samples its throttling from cpu.stat, and the reading names the quota."""
+    burner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        with cpu_cgroup("throttled", quota_cores=0.015) as group:
+            group.add(burner.pid)
+            where, before = procfs.cpu_throttling(burner.pid)
+            assert where == str(group.path)
+            pidfile = tmp_path / "burner.pid"
+            pidfile.write_text(f"{burner.pid}\n")
+            host = make_host(name="door2", watched_services=[{"name": "burner", "pidfile": str(pidfile)}])
+            collector = HostCollector(host)
+            collector.tick()
+            time.sleep(1.5)
+            collector.tick()
+            _, after = procfs.cpu_throttling(burner.pid)
+            raw = procfs.parse_cpu_stat((group.path / "cpu.stat").read_text())
+    finally:
+        burner.kill()
+        burner.wait()
+    # Against the kernel's own counters, read straight from the file.
+    assert raw.throttled >= after.throttled > before.throttled and raw.periods >= after.periods
+    [throttled] = _values(host, "proc.cpu_throttled_percent")
+    [waited] = _values(host, "proc.cpu_throttled_per_s")
+    [used] = _values(host, "proc.cpu_percent")
+    # Always wanting CPU, it ran out of its 1.5 ms in (nearly) every 100 ms period it ran in.
+    assert throttled >= 80, throttled
+    assert 0.5 < waited <= 1.2, waited  # one thread, kept waiting most of each second
+    assert used < 5, used  # about 1.5 % of one core: the quota, not the host, stopped it
+    print(f"throttled in {throttled:.0f} % of periods, {waited:.2f} s/s waiting, {used:.1f} % of a core")
+    means = {(s.metric, s.label): s.value for s in MetricSample.objects.filter(host=host).exclude(metric="cpu.percent")}
+    means[("cpu.percent", "")] = 100.0  # the shared host, busy with other work (the report's case)
+    [daemon] = [r for r in readings(host, means) if r.resource == "daemon_cpu"]
+    assert daemon.title == "CPU quota of burner on door2"
+    assert daemon.value >= throttled / 100 and daemon.throttled_percent == throttled
+    assert f"throttled in {throttled:.0f} % of its quota periods" in daemon.detail

@@ -19,6 +19,17 @@ _HTTP_5XX = re.compile(
     r"|status(?: code)?[ :=]+5\d\d\b",
     re.I,
 )
+# A name that does not resolve, as gfal2 says it (checked with gfal2's Python bindings against
+# a .invalid host, errno 113 EHOSTUNREACH in every case, which a reachable name can give too):
+# davs/https "Result Domain name resolution failed after 1 attempts" (davix); root:// "[FATAL]
+# Invalid address" (XrdCl, which resolves before it connects); curl's "Could not resolve host"
+# (error 6, FTS's and gfal2's http plugins), and the resolver's own words.
+_DNS = re.compile(
+    r"name resolution failed|Could not resolve (?:host|hostname)|Couldn't resolve host|curl error \(6\)|"
+    r"Name or service not known|Temporary failure in name resolution|No address associated with hostname|"
+    r"nodename nor servname|\[FATAL\] Invalid address|unknown host",
+    re.I,
+)
 _RULES: tuple[tuple[re.Pattern[str], str], ...] = (
     (
         re.compile(r"checksum.{0,40}(timed? ?out|timeout)|(timed? ?out|timeout).{0,40}checksum", re.I),
@@ -80,6 +91,8 @@ def categorize(code: int | None, message: str) -> str:
     for pattern, category in _RULES[:2]:
         if pattern.search(text):
             return category
+    if _DNS.search(text):
+        return ErrorCategory.DNS  # before the errno: gfal2 gives EHOSTUNREACH, and curl's text a "connect"
     if _HTTP_5XX.search(text):
         return ErrorCategory.HTTP_5XX
     if code in _ERRNO and code != errno_codes.ETIMEDOUT:

@@ -60,7 +60,10 @@ class Command(BaseCommand):
         for r in series.results.order_by("index"):
             pairs = (("write", r.write_bps), ("read", r.read_bps), ("direct read", r.direct_read_bps))
             figures = [f"{k} {human_rate(v)}" for k, v in pairs if v is not None]
+            if r.resident_fraction is not None:
+                figures.append(f"{r.resident_fraction:.0%} resident before the read")
             flag = f"  CACHED: {r.cached_reason}" if r.cached else ""
+            flag += f"  FASTER THAN DIRECT I/O: {r.faster_reason}" if r.faster_than_direct else ""
             self.stdout.write(f"{r.index + 1:>6}  " + ", ".join(figures) + flag)
         self.stdout.write(f"{series.state}{': ' + series.error if series.error else ''}")
         if series.state != "succeeded":

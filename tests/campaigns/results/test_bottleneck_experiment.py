@@ -153,8 +153,10 @@ def test_a_door_confined_to_a_third_of_a_core_is_named_and_a_free_one_is_still_r
     assert verdict["status"] == "levelled", report(pinned)
     b = verdict["bottleneck"]
     assert b and (b["door"], b["resource"], b["label"]) == ("confined-door", "daemon_cpu", "xrootd"), report(pinned)
-    assert "CPU of xrootd on confined-door" in verdict["headline"]
-    assert "of 0.333 core(s) (its cgroup's CPU quota)" in b["detail"], b["detail"]
+    # Its cgroup's cpu.stat says the quota stopped it: the quota is named, the counters beside it.
+    assert "CPU quota of xrootd on confined-door" in verdict["headline"], verdict["headline"]
+    assert "of its quota periods" in b["detail"] and "a quota of 0.333 core(s)" in b["detail"], b["detail"]
+    assert b["evidence"]["throttled_percent"] >= 10, b["evidence"]
     assert verdict["capacity"]["doors_needed"] >= 1
 
     verdict = unpinned.summary["verdict"]
