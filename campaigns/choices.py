@@ -111,6 +111,9 @@ class ErrorCategory(models.TextChoices):
     NOT_FOUND = "not_found", "Not found"
     FILE_EXISTS = "file_exists", "File exists"
     CANCELLED = "cancelled", "Cancelled"
+    # The engine ran the copy in another mode than the campaign asked (e.g. a third-party copy
+    # for a streamed one): its figures would measure the wrong thing, so the copy is failed.
+    MODE_NOT_HONOURED = "mode_not_honoured", "Copy mode not honoured"
     OTHER = "other", "Other"
 
 
