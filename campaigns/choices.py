@@ -95,7 +95,8 @@ class TransferState(models.TextChoices):
     SUCCEEDED = "succeeded", "Succeeded"
     FAILED = "failed", "Failed"
     CANCELLED = "cancelled", "Cancelled"
-    SKIPPED = "skipped", "Skipped (budget or stop)"
+    # Never started: a budget, a stop, a cancel before it began. One that had started is CANCELLED.
+    SKIPPED = "skipped", "Skipped (never started)"
 
 
 class ErrorCategory(models.TextChoices):

@@ -195,13 +195,14 @@ def test_cancel_deletes_the_jobs_and_restores_the_link_set_per_step(xrootd_pair,
     assert in_fts_cancelled.exists()
     for t in in_fts_cancelled:
         f = fts.files[t.fts_file_id]
-        assert f["file_state"] == "CANCELED" and t.error_message == f["reason"] == "Job canceled by the user"
+        assert f["file_state"] == "CANCELED" and f["reason"] == "Job canceled by the user"
+        assert t.error_message.startswith(f["reason"])  # and says so when the file ended whole
         assert t.error_category == "cancelled"
         # FTS's finish time, also for a file cancelled while copying (FTS writes it ~2 s later);
         # a file FTS never started has no duration.
         assert t.finished_at == parse_time(f["finish_time"]) is not None
         assert t.started_at is not None or t.duration is None
-    assert run.files_done + run.files_failed + run.files_skipped == count
+    assert run.files_done + run.files_failed + run.files_cancelled + run.files_skipped == count
     assert not Transfer.objects.filter(run=run, state__in=["queued", "active"]).exists()
     # Pinned per step (1, then 2), then the link config StorageOps made is gone: FTS is as it was.
     name = f"storageops-run{run.pk}-0"

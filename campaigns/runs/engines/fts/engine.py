@@ -21,7 +21,16 @@ def categorize(code: int | None, message: str) -> str:
 
 
 def build_executor(run: Run, executor_id: str, copier_factory=None) -> FtsExecutor:
-    return FtsExecutor(run, build_client(run.snapshot), executor_id=executor_id)
+    storage = None
+    if copier_factory is not None:
+        made: list = []
+
+        def storage():  # built on first use: most runs never cancel a copy FTS had started
+            if not made:
+                made.append(copier_factory(run.snapshot))
+            return made[0]
+
+    return FtsExecutor(run, build_client(run.snapshot), executor_id=executor_id, storage=storage)
 
 
 def campaign_errors(campaign: Campaign) -> dict[str, str]:

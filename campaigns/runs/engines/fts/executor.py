@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime
 
@@ -20,6 +21,7 @@ from django.utils import timezone
 
 from campaigns.models import FtsInstance, Run
 from campaigns.runs.engines.base import CopyJob
+from campaigns.runs.engines.fts import landed
 from campaigns.runs.engines.fts import links as fts_links
 from campaigns.runs.engines.fts import store as fts_store
 from campaigns.runs.engines.fts.client import (
@@ -64,8 +66,11 @@ class _Job:
 class FtsExecutor:
     min_claim = 1
 
-    def __init__(self, run: Run, client: FtsClient, *, executor_id: str) -> None:
+    def __init__(self, run: Run, client: FtsClient, *, executor_id: str, storage: Callable | None = None) -> None:
+        """storage: returns the gfal2 copier the driver uses for sources and clean-up (built on
+        first use); cancelled copies are checked on their destination through it."""
         self.run = run
+        self.storage = storage
         self.spec = RunSpec.of(run)
         self.fts = FtsSpec.from_snapshot(run.snapshot)
         self.client = client
@@ -275,10 +280,12 @@ class FtsExecutor:
             self._note_active(files)
             final, waiting = self._final_files(files, time.time())
             if final:
-                delta = self._retrying(fts_store.record_files, self.run.pk, final, job_id, self.executor_id)
+                complete = self._complete_on_destination(final)
+                delta = self._retrying(fts_store.record_files, self.run.pk, final, job_id, self.executor_id, complete)
                 out.done += delta["done"]
                 out.failed += delta["failed"]
                 out.skipped += delta["skipped"]
+                out.cancelled += delta["cancelled"]
                 if delta["bytes"]:
                     out.moved.append((time.time(), delta["bytes"]))
                 out.returned += delta["written"]
@@ -288,6 +295,13 @@ class FtsExecutor:
             if status.get("job_state") in FINAL_JOB_STATES and not waiting:
                 # Every file of a final job is final; a row it did not report is closed at the end.
                 self._forget(job_id, out)
+
+    def _complete_on_destination(self, final: list) -> dict[int, bool | None]:
+        """Files FTS cancelled after starting them, checked on their destination (landed.py)."""
+        copies = self._retrying(fts_store.cancelled_copies, self.run.pk, final)
+        if not copies or self.storage is None:
+            return {}
+        return landed.complete_on_destination(self.storage(), copies, self.spec.checksum_algorithm.upper())
 
     def _note_active(self, files: list[dict]) -> None:
         """Remember FTS's own start time of each file it reports ACTIVE; forget the others."""
