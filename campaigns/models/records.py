@@ -106,6 +106,12 @@ class RunStep(models.Model):
     )
     started_at = models.DateTimeField()
     ended_at = models.DateTimeField(null=True, blank=True)
+    # When the copies in flight first reached the step's concurrency (FTS applies a new link
+    # limit only at its optimizer's next pass): before it is the step's warm-up, left out of the
+    # achieved concurrency. Null: measured from the step's first copy.
+    measured_from = models.DateTimeField(
+        null=True, blank=True, help_text="The step ran at its concurrency from here; before: its warm-up."
+    )
 
     class Meta:
         ordering = ["run", "index"]

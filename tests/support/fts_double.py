@@ -92,7 +92,7 @@ class FtsDouble:
         delegated: bool = True,
         audit: bool = True,
         scheduler_interval: float = 0.1,
-        optimizer_interval: float | None = 1.0,
+        optimizer_interval: float | None = 60.0,
         cancel_finish_delay: float | None = 2.0,
         late_cancels: int = 0,
         default_max_active: int = 130,
@@ -101,8 +101,9 @@ class FtsDouble:
     ) -> None:
         """tls: (host certificate, key) to serve HTTPS as FTS does; client_ca: the CA whose client
         certificates identify X.509 users (their subject becomes the DN).
-        optimizer_interval: seconds between optimizer passes (FTS: 60 by default); None: no
-        pass runs unless a test calls optimize(). cancel_finish_delay: seconds after a cancel
+        optimizer_interval: seconds between optimizer passes, 60 as FTS's OptimizerInterval by
+        default (tests that need the steps quickly set 1); a link's range is obeyed only from the
+        next pass. None: no pass runs unless a test calls optimize(). cancel_finish_delay: seconds after a cancel
         before a file that was copying gets its finish time (None: never). late_cancels: how many
         copying files a cancel reaches too late, as FTS's does when a copy ends as the signal
         comes: reported CANCELED, their copies go on to the end and leave the whole file."""

@@ -64,7 +64,7 @@ def engine(request, tmp_path):
         with toy_engine_registered():
             yield EngineCase("toy", {"engine": "toy"})
     else:
-        double = FtsDouble(token=TOKEN, scheduler_interval=0.05).start()
+        double = FtsDouble(optimizer_interval=1.0, token=TOKEN, scheduler_interval=0.05).start()
         try:
             instance = FtsInstance.objects.create(
                 name="contract-fts",

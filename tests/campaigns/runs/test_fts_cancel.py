@@ -44,7 +44,7 @@ def doors(tmp_path):
 
 def test_a_run_cancelled_while_fts_copies_two_files(doors):
     source, destination = doors
-    fts = FtsDouble(token=TOKEN, late_cancels=1).start()
+    fts = FtsDouble(optimizer_interval=1.0, token=TOKEN, late_cancels=1).start()
     try:
         src = endpoint("cx-src", source.root_url_for("/data/cx/"))
         dst = endpoint("cx-dst", destination.root_url_for("/data/cx/"))

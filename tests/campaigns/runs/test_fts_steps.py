@@ -185,7 +185,7 @@ def cancelled_run(double: FtsDouble) -> Run:
 
 
 def test_files_cancelled_while_copying_get_the_finish_time_fts_gives_them_later():
-    double = FtsDouble(token=TOKEN, cancel_finish_delay=1.5).start()
+    double = FtsDouble(optimizer_interval=1.0, token=TOKEN, cancel_finish_delay=1.5).start()
     try:
         run = cancelled_run(double)
     finally:
@@ -206,7 +206,7 @@ def test_files_cancelled_while_copying_get_the_finish_time_fts_gives_them_later(
 
 def test_a_cancelled_file_fts_never_gives_a_finish_time_is_closed_when_seen_with_a_note(monkeypatch):
     monkeypatch.setattr(fts_executor, "CANCEL_FINISH_WAIT", 1.0)
-    double = FtsDouble(token=TOKEN, cancel_finish_delay=None).start()
+    double = FtsDouble(optimizer_interval=1.0, token=TOKEN, cancel_finish_delay=None).start()
     try:
         before = time.time()
         run = cancelled_run(double)

@@ -90,6 +90,12 @@ class FtsExecutor:
         self.no_evolution = False
         self.cancel_seen: dict[int, float] = {}  # FTS file id -> when first seen CANCELED without finish time
         self.active: dict[int, float] = {}  # transfer id -> FTS's start time, of files FTS says are ACTIVE
+        # The step in force, its concurrency, and when FTS first ran it at that (None: not yet).
+        self.step_index, self.step_concurrency = 0, 0
+        self.step_ids: set[int] = set()  # the transfers submitted in the step in force
+        self.measured_from: float | None = None
+        self.claimed_at_target: int | None = None
+        self.measure_files = FtsOptions.of(run.snapshot).measure_files
 
     def _retrying(self, operation, *args, **kwargs):
         return retrying(self.run.pk, operation, *args, **kwargs)
@@ -105,6 +111,8 @@ class FtsExecutor:
         return f"{kept} transfers still in FTS jobs, {requeued} requeued"
 
     def on_step(self, index: int, concurrency: int) -> None:
+        self.step_index, self.step_concurrency, self.step_ids = index, concurrency, set()
+        self.measured_from, self.claimed_at_target = None, None
         if not self.manage_links:
             return
         try:
@@ -131,6 +139,8 @@ class FtsExecutor:
             # by retrying.
             raise ExecutorFailed(f"Could not submit to FTS: {exc}") from exc
         ids = [j.id for j in jobs]
+        if step == self.step_index:
+            self.step_ids.update(ids)
         self._retrying(fts_store.mark_submitted, self.run.pk, ids, job_id, self.executor_id)
         self.jobs[job_id] = _Job(len(jobs), sum(j.size for j in jobs), step)
 
@@ -167,6 +177,19 @@ class FtsExecutor:
 
     def in_flight(self) -> list[tuple[int, float]]:
         return list(self.active.items())
+
+    def step_files(self, index: int, planned: int, claimed: int) -> int:
+        """How many files step `index` hands out (planned: the campaign's step_files). With
+        measure_files, a step goes on until that many of its files were handed out after FTS
+        first ran it at its concurrency, on top of those claimed by then: the warm-up before
+        (FTS applies a link limit only at its optimizer's next pass) is not what it measures."""
+        if not self.measure_files or index != self.step_index:
+            return planned
+        if self.measured_from is None:
+            return max(planned, claimed + self.step_concurrency)  # still warming up: keep it fed
+        if self.claimed_at_target is None:
+            self.claimed_at_target = claimed
+        return max(planned, self.claimed_at_target + self.measure_files)
 
     def give_back_unstarted(self) -> list[CopyJob]:
         # FTS holds its own queue: a file it has not started cannot be taken back without
@@ -309,6 +332,18 @@ class FtsExecutor:
         for transfer_id in other:
             self.active.pop(transfer_id, None)
         self.active.update(started)
+        self._note_target()
+
+    def _note_target(self) -> None:
+        """The step's measurement starts the first time FTS has as many of its copies in flight as
+        its concurrency: at the start time (FTS's) of the copy that brought them there."""
+        if self.measured_from is not None or not self.step_concurrency:
+            return
+        starts = sorted(at for pk, at in self.active.items() if pk in self.step_ids)
+        if len(starts) < self.step_concurrency:
+            return
+        self.measured_from = starts[self.step_concurrency - 1]
+        self._retrying(fts_store.mark_measured, self.run.pk, self.step_index, self.measured_from)
 
     def _forget(self, job_id: str, out: Collected) -> None:
         job = self.jobs.pop(job_id)

@@ -8,12 +8,13 @@ run's counters move in the same transaction as the rows.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import UTC, datetime
 
 from django.db import transaction
 from django.db.models import F
 
 from campaigns.choices import TransferState
-from campaigns.models import Run, Transfer, buckets
+from campaigns.models import Run, RunStep, Transfer, buckets
 from campaigns.runs.engines.fts.client import FileOutcome
 
 # A file FTS reports CANCELED that is whole on its destination all the same (landed.py).
@@ -168,3 +169,9 @@ def cancelled_duration(outcome: FileOutcome) -> float | None:
     if outcome.finish_time is None:
         return None
     return max((outcome.finish_time - outcome.start_time).total_seconds(), 0.0)
+
+
+def mark_measured(run_id: int, step: int, at: float) -> int:
+    """The step ran at its concurrency from `at` (epoch seconds, FTS's clock): RunStep.measured_from."""
+    when = datetime.fromtimestamp(at, UTC)
+    return RunStep.objects.filter(run_id=run_id, index=step, measured_from__isnull=True).update(measured_from=when)
