@@ -95,7 +95,8 @@ class TransferState(models.TextChoices):
     SUCCEEDED = "succeeded", "Succeeded"
     FAILED = "failed", "Failed"
     CANCELLED = "cancelled", "Cancelled"
-    SKIPPED = "skipped", "Skipped (budget or stop)"
+    # Never started: a budget, a stop, a cancel before it began. One that had started is CANCELLED.
+    SKIPPED = "skipped", "Skipped (never started)"
 
 
 class ErrorCategory(models.TextChoices):
@@ -112,6 +113,9 @@ class ErrorCategory(models.TextChoices):
     NOT_FOUND = "not_found", "Not found"
     FILE_EXISTS = "file_exists", "File exists"
     CANCELLED = "cancelled", "Cancelled"
+    # The engine ran the copy in another mode than the campaign asked (e.g. a third-party copy
+    # for a streamed one): its figures would measure the wrong thing, so the copy is failed.
+    MODE_NOT_HONOURED = "mode_not_honoured", "Copy mode not honoured"
     OTHER = "other", "Other"
 
 

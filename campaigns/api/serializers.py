@@ -17,7 +17,7 @@ from campaigns.models import (
     Run,
     Transfer,
 )
-from campaigns.models.engine_rules import client_pool_error
+from campaigns.models.engine_rules import client_pool_error, copy_mode_error
 from campaigns.results import baseline_choice, readers
 from collectors.models import Host
 from storageops.api.base import BaseModelSerializer
@@ -149,6 +149,8 @@ class CampaignSerializer(BaseModelSerializer):
         clients = attrs["clients"] if "clients" in attrs else list(instance.clients.all()) if instance else []
         if problem := client_pool_error(engine, clients):
             raise serializers.ValidationError({"clients": [problem]})
+        if problem := self._copy_mode_error(attrs, engine):
+            raise serializers.ValidationError({"tpc_mode": [problem]})
         listing = attrs.get("source_listing", instance.source_listing if instance else "")
         if listing != "urls":
             return attrs
@@ -159,6 +161,25 @@ class CampaignSerializer(BaseModelSerializer):
             if problem:
                 raise serializers.ValidationError({"source_urls": [problem]})
         return attrs
+
+    def _copy_mode_error(self, attrs: dict, engine: str) -> str | None:
+        """The modes asked against the endpoints given (or kept), as the model checks a saved campaign."""
+        instance = self.instance
+
+        def value(name: str):
+            if name in attrs:
+                return attrs[name]
+            if instance is not None:
+                return getattr(instance, name)
+            return Campaign._meta.get_field(name).get_default()
+
+        def endpoints(name: str) -> list:
+            return list(attrs[name]) if name in attrs else list(getattr(instance, name).all()) if instance else []
+
+        return copy_mode_error(
+            engine, value("kind"), value("tpc_mode"), value("sweep"), value("direction"),
+            endpoints("sources"), endpoints("destinations"),
+        )  # fmt: skip
 
     class Meta:
         model = Campaign
@@ -255,6 +276,7 @@ class RunSerializer(BaseModelSerializer):
             "files_done",
             "files_failed",
             "files_skipped",
+            "files_cancelled",
             "bytes_done",
             "progress_percent",
             "current_step",
@@ -372,6 +394,7 @@ class TransferSerializer(serializers.ModelSerializer):
             "error_category",
             "error_code",
             "error_message",
+            "complete_on_destination",
             "copy_mode",
             "source_checksum",
             "destination_checksum",

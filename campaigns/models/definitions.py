@@ -335,6 +335,16 @@ class Campaign(BaseModel):
         if self.kind == choices.CampaignKind.CHECKSUM_LOAD and self.file_mix:
             errors["file_mix"] = "A checksum load asks for checksums of files of one size: leave the mix empty."
         errors = {**engine_rules.engine_errors(self), **errors}  # the engine's own, where nothing else is wrong
+        # The endpoints a form is about to save (set by its clean), else those of a saved campaign.
+        endpoints = getattr(self, "pending_endpoints", None) or (
+            (self.sources.all(), self.destinations.all()) if self.pk else None
+        )
+        if "tpc_mode" not in errors and endpoints:
+            problem = engine_rules.copy_mode_error(
+                self.engine, self.kind, self.tpc_mode, self.sweep, self.direction, *endpoints
+            )
+            if problem:
+                errors["tpc_mode"] = problem
         if errors:
             raise ValidationError(errors)
 

@@ -59,6 +59,9 @@ class EngineEntry:
     client_pool: whether a client pool may spread this engine's copies over client hosts.
     sweepable: the sweep axes (campaigns.sweeps.AXES) this engine can honour; None: all of them.
     results_template: a template the run page includes to show the engine's extras of a run.
+    copy_mode_error(modes, pairs): why the engine cannot copy these (source URL, destination URL)
+        pairs in these asked modes (TpcMode values), or None; None as the entry's value: no
+        rule (campaigns.models.engine_rules.copy_mode_error).
     """
 
     name: str
@@ -73,6 +76,7 @@ class EngineEntry:
     client_pool: bool = True
     sweepable: frozenset[str] | None = None
     results_template: str = ""
+    copy_mode_error: Callable[[Any, Any], str | None] | None = None
 
 
 _ENGINES: dict[str, EngineEntry] = {}

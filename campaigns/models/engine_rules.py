@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from django.core.exceptions import ValidationError
 
+from campaigns import choices
 from campaigns.models.engine_registry import clean_options, engine, registered
 
 
@@ -32,3 +33,25 @@ def client_pool_error(engine_name: str, clients) -> str | None:
         names = ", ".join(h.name for h in hosts)
         return f"Only client hosts (role client) can be in a pool, not {names}."
     return None
+
+
+def copy_mode_error(
+    engine_name: str, kind: str, tpc_mode: str, sweep, direction: str, sources, destinations
+) -> str | None:
+    """Why the campaign's engine cannot copy from its sources to its destinations in the copy
+    modes it asks for (its tpc_mode and any swept one), or None. The model (once saved), the
+    form and the API ask it, each with the endpoints it has; the engine says what its copies
+    can be (EngineEntry.copy_mode_error), so a campaign never records a mode it did not ask for."""
+    entry = next((e for e in registered() if e.name == engine_name), None)
+    if entry is None or entry.copy_mode_error is None or kind != choices.CampaignKind.TRANSFER:
+        return None
+    modes = {tpc_mode}
+    if isinstance(sweep, dict) and isinstance(sweep.get("tpc_mode"), list):
+        modes.update(m for m in sweep["tpc_mode"] if isinstance(m, str))
+    forward = [(s.url, d.url) for s in sources for d in destinations]
+    pairs = {
+        choices.Direction.FORWARD: forward,
+        choices.Direction.REVERSE: [(d, s) for s, d in forward],
+        choices.Direction.BOTH: forward + [(d, s) for s, d in forward],
+    }.get(direction, forward)
+    return entry.copy_mode_error(modes, pairs)

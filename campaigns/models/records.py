@@ -27,7 +27,12 @@ class Run(models.Model):
     planned_bytes = models.PositiveBigIntegerField(default=0)
     files_done = models.PositiveIntegerField(default=0)
     files_failed = models.PositiveIntegerField(default=0)
-    files_skipped = models.PositiveIntegerField(default=0, help_text="Never tried (budget, stop) or cancelled.")
+    files_skipped = models.PositiveIntegerField(
+        default=0, help_text="Never started (a budget, a stop, a cancel before they began)."
+    )
+    files_cancelled = models.PositiveIntegerField(
+        default=0, help_text="Started, then stopped by a cancel (or by the run failing) before they ended."
+    )
     bytes_done = models.PositiveBigIntegerField(default=0)
     current_step = models.PositiveSmallIntegerField(null=True, blank=True)
     current_concurrency = models.PositiveIntegerField(null=True, blank=True)
@@ -86,7 +91,7 @@ class Run(models.Model):
     def progress_percent(self) -> float:
         if not self.planned_files:
             return 0.0
-        finished = self.files_done + self.files_failed + self.files_skipped
+        finished = self.files_done + self.files_failed + self.files_skipped + self.files_cancelled
         return round(100.0 * finished / self.planned_files, 1)
 
 
@@ -101,6 +106,12 @@ class RunStep(models.Model):
     )
     started_at = models.DateTimeField()
     ended_at = models.DateTimeField(null=True, blank=True)
+    # When the copies in flight first reached the step's concurrency (FTS applies a new link
+    # limit only at its optimizer's next pass): before it is the step's warm-up, left out of the
+    # achieved concurrency. Null: measured from the step's first copy.
+    measured_from = models.DateTimeField(
+        null=True, blank=True, help_text="The step ran at its concurrency from here; before: its warm-up."
+    )
 
     class Meta:
         ordering = ["run", "index"]
@@ -138,6 +149,13 @@ class Transfer(models.Model):
     throughput_bps = models.FloatField(null=True, blank=True)
     error_category = models.CharField(max_length=20, choices=choices.ErrorCategory.choices, blank=True)
     error_code = models.IntegerField(null=True, blank=True)
+    # FTS reports a file CANCELED whose copy its cancel signal reached too late: the file is whole
+    # on the destination. A cancelled copy that had started is checked there (size, checksum).
+    complete_on_destination = models.BooleanField(
+        null=True, blank=True,
+        help_text="Cancelled after it started, and found whole on the destination (size and checksum); "
+        "False: not whole; empty: not checked or could not be.",
+    )  # fmt: skip
     error_message = models.TextField(blank=True)
     copy_mode = models.CharField(max_length=20, blank=True, help_text="The mode the engine reports it used.")
     source_checksum = models.CharField(max_length=128, blank=True)

@@ -4,6 +4,10 @@ A step claims a concurrency; what the storage saw is how many copies were in fli
 step: the time-weighted mean of copies in flight over the step's active window (its first
 start to its last end) and the most that were ever in flight at once. A step whose mean is
 more than OFF_TARGET off its target is flagged: its throughput belongs to another concurrency.
+
+A step with `RunStep.measured_from` (FTS: when its copies in flight first reached the step's
+concurrency, FTS applying a link limit only at its optimizer's next pass) is measured over
+[measured_from, its last end]: the warm-up before is left out, and each row says how long it was.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 
 from campaigns.choices import TransferState
-from campaigns.models import Run, Transfer
+from campaigns.models import Run, RunStep, Transfer
 
 OFF_TARGET = 0.10
 # Copies that ran: a skipped transfer never started; a cancelled one may have.
@@ -67,6 +71,18 @@ def intervals_of(run: Run) -> Intervals:
     return intervals
 
 
+def measured_windows(run: Run) -> dict[int, tuple[float, float]]:
+    """Per step index with a measurement start: (step start, measured_from) in epoch seconds."""
+    rows = RunStep.objects.filter(run=run, measured_from__isnull=False)
+    rows = rows.values_list("index", "started_at", "measured_from")
+    return {index: (started.timestamp(), measured.timestamp()) for index, started, measured in rows}
+
+
+def clipped(intervals: Iterable[tuple[float, float]], start: float) -> list[tuple[float, float]]:
+    """The parts of the intervals from `start` on (a copy that began in the warm-up counts from there)."""
+    return [(max(a, start), b) for a, b in intervals if b > start]
+
+
 def with_achieved(
     run: Run,
     steps: list[dict],
@@ -77,10 +93,18 @@ def with_achieved(
     `intervals`: the copies' times when the caller already read the rows; `achieved`: the
     (mean, peak) per step when the caller has them without the rows (a peak of None: unknown);
     else the rows are read here."""
+    windows = measured_windows(run)
     if achieved is None:
         intervals = intervals_of(run) if intervals is None else intervals
-        achieved = {row["step"]: in_flight(intervals.get(row["step"], ())) for row in steps}
+        achieved = {}
+        for row in steps:
+            own = intervals.get(row["step"], ())
+            if row["step"] in windows:
+                own = clipped(own, windows[row["step"]][1])
+            achieved[row["step"]] = in_flight(own)
     for row in steps:
+        started, measured = windows.get(row["step"], (None, None))
+        row["warmup_seconds"] = round(max(measured - started, 0.0), 1) if measured is not None else None
         mean, peak = achieved.get(row["step"], (None, 0))
         row["achieved_mean"] = round(mean, 3) if mean is not None else None
         row["achieved_max"] = peak

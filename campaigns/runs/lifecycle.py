@@ -17,7 +17,7 @@ from django.conf import settings
 from django.db import DatabaseError, close_old_connections, transaction
 from django.utils import timezone
 
-from campaigns.choices import RunState, TransferState
+from campaigns.choices import RunState
 from campaigns.models import Run, Transfer, engine_registry
 from campaigns.results.finalize import finalize
 from campaigns.runs import cleanup, existing_sources, leases, steps, store, versions
@@ -189,7 +189,6 @@ class RunDriver:
     # -- endings --------------------------------------------------------------------------------
     def _finish(self, run: Run, state: str, reason: str, extras: dict) -> None:
         now = timezone.now()
-        leftover = TransferState.CANCELLED if state == RunState.CANCELLED else TransferState.SKIPPED
         deletes = RunSpec.of(run).cleanup == "delete"
         # Before the run is final, so no retry of it (which writes them again) reads them yet.
         sources = None
@@ -197,13 +196,14 @@ class RunDriver:
             renew = self._renewer()  # the run is not final yet: its lease must hold meanwhile
             sources = self._cleaning(run, lambda: cleanup.remove_sources(run, self.storage(run), renew))
         with transaction.atomic():
-            store.close_remaining(run.pk, leftover, reason)
+            store.close_remaining(run.pk, reason)
             steps.end_open_steps(run.pk, now)
         run.refresh_from_db()
         finalize(run, state=state, reason=reason, now=now, extras=extras)
         log_event(
             "run_end",
             f"Run {run} {state}: {run.files_done} ok, {run.files_failed} failed, {run.files_skipped} skipped"
+            + (f", {run.files_cancelled} cancelled under way" if run.files_cancelled else "")
             + (f" ({reason})" if reason else ""),
             run=run,
         )
@@ -241,7 +241,7 @@ class RunDriver:
                 error="".join(traceback.format_exception(exc))[-20000:],
                 active_transfers=0,
             )
-            store.close_remaining(self.run_id, TransferState.SKIPPED, f"run failed: {exc!r}"[:500])
+            store.close_remaining(self.run_id, f"run failed: {exc!r}"[:500])
             self._incident(Run(pk=self.run_id), f"Run {self.run_id}: the driver crashed ({exc!r})"[:300])
         except DatabaseError:
             log.exception("run %s: could not record the crash", self.run_id)

@@ -226,7 +226,7 @@ class RunLoop:
         timed_out = bool(spec.step_seconds) and now - self.step.started_at.timestamp() >= spec.step_seconds
         # A file-bounded step ends once all its files were claimed and the engine started them:
         # moving on earlier would run them at the next step's concurrency.
-        filled = bool(spec.step_files) and self.step_claimed >= spec.step_files
+        filled = bool(spec.step_files) and self.step_claimed >= self.step_files()
         if spec.max_duration and now - self.run_started >= spec.max_duration:
             self.stop = Stop(StopKind.DURATION, f"duration budget reached ({spec.max_duration} s)", give_back=True)
         elif spec.max_bytes and self.moved + self.handed_bytes >= spec.max_bytes:
@@ -250,6 +250,13 @@ class RunLoop:
             else:
                 self.stop = Stop(StopKind.SWEPT, f"{_sweep_name(spec)} completed", give_back=timed_out)
 
+    def step_files(self) -> int:
+        """The files the step in force hands out: the campaign's step_files, or more where the
+        engine holds the step until it has measured it at its concurrency (FTS's warm-up)."""
+        hook = getattr(self.engine, "step_files", None)
+        planned = self.spec.step_files
+        return hook(self.step.index, planned, self.step_claimed) if hook else planned
+
     def enter_step(self) -> None:
         try:
             self.engine.on_step(self.step.index, self.step.concurrency)
@@ -266,7 +273,7 @@ class RunLoop:
         spec, run = self.spec, self.run_obj
         want = self.engine.room(self.step.concurrency)
         if spec.step_files:
-            want = min(want, spec.step_files - self.step_claimed)
+            want = min(want, self.step_files() - self.step_claimed)
         if spec.max_bytes:
             # Hand out no more than the budget can still take (at most one file over).
             left = spec.max_bytes - self.moved - self.handed_bytes

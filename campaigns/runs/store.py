@@ -140,7 +140,7 @@ def record(
     written, so a driver that lost its lease cannot overwrite its successor's work.
     Returns the counter deltas.
     """
-    done = failed = skipped = moved = requeued = 0
+    done = failed = cancelled = moved = requeued = 0
     rows, retrying = [], []
     for r in results:
         retry = not r.ok and r.category in RETRYABLE_ERRORS and r.job.attempt <= retries
@@ -154,8 +154,9 @@ def record(
             wait = min(retry_delay * 2 ** (r.job.attempt - 1), MAX_RETRY_DELAY)
             retrying.append((_ts(r.finished + wait), _attempt(r), r.job.id))
         elif r.category == "cancelled":
+            # A copy is handed its result only after it started: cancelled, never "skipped".
             state = TransferState.CANCELLED
-            skipped += 1
+            cancelled += 1
         else:
             state = TransferState.FAILED
             failed += 1
@@ -182,18 +183,18 @@ def record(
     with transaction.atomic():
         # The run's row first, as buckets.rebuild locks it first: a rebuild and a record wait
         # for each other instead of each holding what the other needs.
-        if done or failed or skipped:
+        if done or failed or cancelled:
             Run.objects.filter(pk=run_id).update(
                 files_done=F("files_done") + done,
                 files_failed=F("files_failed") + failed,
-                files_skipped=F("files_skipped") + skipped,
+                files_cancelled=F("files_cancelled") + cancelled,
                 bytes_done=F("bytes_done") + moved,
             )
         with connection.cursor() as cursor:
             cursor.execute(_RECORD_SQL_PG, [list(column) for column in zip(*rows, strict=True)])
         if retrying:
             _keep_attempts(retrying, executor)
-    return {"done": done, "failed": failed, "skipped": skipped, "bytes": moved, "requeued": requeued}
+    return {"done": done, "failed": failed, "cancelled": cancelled, "bytes": moved, "requeued": requeued}
 
 
 def _attempt(r: CopyResult) -> dict:
@@ -260,21 +261,30 @@ def requeue_orphans(run_id: int) -> int:
         return cursor.rowcount
 
 
-def close_remaining(run_id: int, state: str, reason: str) -> int:
-    """Give every transfer not yet final its one final state (skipped or cancelled); copies
-    cancelled under way ran until now, and join their buckets."""
+def close_remaining(run_id: int, reason: str) -> int:
+    """Give every transfer not yet final its one final state: a copy under way (it has a start
+    time) was stopped by the run's end, so it is cancelled, with the time it ran as its duration,
+    and joins its buckets; one that never started is skipped, whatever ended the run."""
+    now = timezone.now()
     with transaction.atomic():
         remaining = Transfer.objects.filter(run_id=run_id, state__in=[TransferState.QUEUED, TransferState.ACTIVE])
-        under_way = list(remaining.filter(started_at__isnull=False).values_list("id", flat=True))
-        count = remaining.update(
-            state=state,
-            error_category="cancelled" if state == TransferState.CANCELLED else "",
-            error_message=reason,
-            finished_at=timezone.now(),
+        # At most a step's copies: a row each is cheap, and each gets its own duration.
+        stopped = list(remaining.filter(started_at__isnull=False).only("id", "started_at"))
+        for row in stopped:
+            row.state, row.error_category, row.error_message = TransferState.CANCELLED, "cancelled", reason
+            row.finished_at, row.duration = now, max((now - row.started_at).total_seconds(), 0.0)
+        cancelled = Transfer.objects.bulk_update(
+            stopped, ["state", "error_category", "error_message", "finished_at", "duration"]
         )
-        Run.objects.filter(pk=run_id).update(files_skipped=F("files_skipped") + count)
+        under_way = [row.pk for row in stopped]
+        skipped = remaining.filter(started_at__isnull=True).update(
+            state=TransferState.SKIPPED, error_category="", error_message=reason, finished_at=now, duration=None
+        )
+        Run.objects.filter(pk=run_id).update(
+            files_skipped=F("files_skipped") + skipped, files_cancelled=F("files_cancelled") + cancelled
+        )
         buckets.add_transfers(under_way)
-    return count
+    return cancelled + skipped
 
 
 def source_checksums(run_id: int) -> dict[int, str] | None:
@@ -292,12 +302,14 @@ def recount(run_id: int) -> dict[str, int]:
     agg = Transfer.objects.filter(run_id=run_id).aggregate(
         done=Count("id", filter=Q(state=TransferState.SUCCEEDED)),
         failed=Count("id", filter=Q(state=TransferState.FAILED)),
-        skipped=Count("id", filter=Q(state__in=[TransferState.SKIPPED, TransferState.CANCELLED])),
+        skipped=Count("id", filter=Q(state=TransferState.SKIPPED)),
+        cancelled=Count("id", filter=Q(state=TransferState.CANCELLED)),
         moved=Sum("bytes_transferred", filter=Q(state=TransferState.SUCCEEDED)),
     )
     return {
         "files_done": agg["done"],
         "files_failed": agg["failed"],
         "files_skipped": agg["skipped"],
+        "files_cancelled": agg["cancelled"],
         "bytes_done": agg["moved"] or 0,
     }

@@ -231,6 +231,9 @@ class CampaignForm(forms.ModelForm):
         if problem := client_pool_error(data.get("engine", ""), data.get("clients")):
             self.add_error("clients", problem)
         self._clean_engine_options(data.get("engine", ""))
+        if "sources" in data and "destinations" in data:
+            # The model's clean (run next) checks the copy modes against these, not the saved ones.
+            self.instance.pending_endpoints = (data["sources"], data["destinations"])
         if data.get("kind") == "transfer" and "destinations" in data and not data.get("destinations"):
             self.add_error("destinations", "A transfer campaign needs at least one destination.")
         if data.get("source_listing") == "urls" and data.get("sources") and not self.has_error("source_urls"):

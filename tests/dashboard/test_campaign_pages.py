@@ -171,7 +171,7 @@ def test_an_fts_campaign_gets_its_engine_options_from_the_form(client, admin_use
     response = client.post("/campaigns/new/", {**data, "fts_instance": instance.pk, "fts_priority": "5"})
     assert response.status_code == 302, response.content.decode()[:3000]
     campaign = Campaign.objects.get(name="fts-form")
-    assert campaign.engine_options == {"instance": instance.pk, "priority": 5, "strict_copy": False}
+    assert campaign.engine_options == {"instance": instance.pk, "priority": 5, "strict_copy": False, "measure_files": 0}
     page = client.get(f"/campaigns/{campaign.pk}/edit/")
     assert page.context["form"].initial["fts_instance"] == instance.pk
 

@@ -26,8 +26,9 @@ class Collected:
 
     returned: jobs handed out earlier that are no longer the executor's (recorded final,
     requeued for a retry, or forgotten), with their planned bytes; moved: (epoch, bytes) of
-    successful copies, for throughput and byte budgets; done/failed/skipped: counter deltas
-    of what was recorded final; requeued: attempts that went back to the queue to be retried.
+    successful copies, for throughput and byte budgets; done/failed/skipped/cancelled: counter
+    deltas of what was recorded final (skipped: never started; cancelled: stopped under way);
+    requeued: attempts that went back to the queue to be retried.
     """
 
     returned: int = 0
@@ -36,6 +37,7 @@ class Collected:
     done: int = 0
     failed: int = 0
     skipped: int = 0
+    cancelled: int = 0
     requeued: int = 0
 
     @property
@@ -43,7 +45,7 @@ class Collected:
         return sum(b for _, b in self.moved)
 
     def __bool__(self) -> bool:
-        return bool(self.returned or self.done or self.failed or self.skipped or self.requeued)
+        return bool(self.returned or self.done or self.failed or self.skipped or self.cancelled or self.requeued)
 
 
 class Executor(Protocol):

@@ -44,10 +44,10 @@ class Recorder:
             executor=self.executor_id,
             retry_delay=self.retry_delay,
         )
-        out.done, out.failed, out.skipped, out.requeued = (
+        out.done, out.failed, out.cancelled, out.requeued = (
             delta["done"],
             delta["failed"],
-            delta["skipped"],
+            delta["cancelled"],
             delta["requeued"],
         )
         self.pending = []

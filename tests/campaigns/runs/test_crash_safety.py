@@ -55,9 +55,10 @@ def assert_exactly_one_final_record_each(run: Run, planned: int) -> None:
         "files_done": run.files_done,
         "files_failed": run.files_failed,
         "files_skipped": run.files_skipped,
+        "files_cancelled": run.files_cancelled,
         "bytes_done": run.bytes_done,
     }
-    assert run.files_done + run.files_failed + run.files_skipped == planned
+    assert run.files_done + run.files_failed + run.files_skipped + run.files_cancelled == planned
 
 
 def test_sigkilled_worker_mid_run_is_resumed_without_loss(log_dir):

@@ -129,9 +129,16 @@ def test_cancel_aborts_in_flight_copies_after_the_grace_time():
     run.refresh_from_db()
     assert run.state == RunState.CANCELLED
     states = final_states(run)
-    assert states.get("cancelled") == 50, states
+    # The five copies under way are cancelled, with the time they ran; the 45 never started are skipped.
+    assert (states.get("cancelled"), states.get("skipped")) == (5, 45), states
+    assert (run.files_cancelled, run.files_skipped) == (5, 45)
     aborted = Transfer.objects.filter(run=run, attempt=1)
-    assert aborted.count() == 5 and all(t.error_category == "cancelled" for t in aborted)
+    assert aborted.count() == 5 and all(t.error_category == "cancelled" and t.state == "cancelled" for t in aborted)
+    # The time each ran (gfal2's own clock for a copy it gave back: within a blink of the record's).
+    assert all(
+        t.duration > 0 and abs(t.duration - (t.finished_at - t.started_at).total_seconds()) < 0.5 for t in aborted
+    )
+    assert not Transfer.objects.filter(run=run, state="skipped", started_at__isnull=False).exists()
     # Measured against the copies themselves, not against a wall-clock budget a busy machine
     # may overrun: the run ended before the first aborted copy would have finished on its own.
     would_finish = min(t.started_at for t in aborted) + timedelta(seconds=30)

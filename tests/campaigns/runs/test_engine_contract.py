@@ -64,7 +64,7 @@ def engine(request, tmp_path):
         with toy_engine_registered():
             yield EngineCase("toy", {"engine": "toy"})
     else:
-        double = FtsDouble(token=TOKEN, scheduler_interval=0.05).start()
+        double = FtsDouble(optimizer_interval=1.0, token=TOKEN, scheduler_interval=0.05).start()
         try:
             instance = FtsInstance.objects.create(
                 name="contract-fts",
@@ -121,7 +121,12 @@ def assert_every_transfer_final(run: Run) -> None:
     assert set(states) <= FINAL, states
     assert run.files_done == states[TransferState.SUCCEEDED]
     assert run.files_failed == states[TransferState.FAILED]
-    assert run.files_skipped == states[TransferState.SKIPPED] + states[TransferState.CANCELLED]
+    assert run.files_skipped == states[TransferState.SKIPPED]
+    assert run.files_cancelled == states[TransferState.CANCELLED]
+    # Skipped: never started; cancelled: stopped under way, with a start time.
+    rows = Transfer.objects.filter(run=run)
+    assert not rows.filter(state=TransferState.SKIPPED, started_at__isnull=False).exists()
+    assert not rows.filter(state=TransferState.CANCELLED, started_at__isnull=True).exists()
     assert sum(states.values()) == run.planned_files
 
 
@@ -163,7 +168,8 @@ def test_a_cancel_stops_the_run_and_closes_every_transfer(engine):
     assert not thread.is_alive() and result == [RunState.CANCELLED]
     run.refresh_from_db()
     assert run.state == RunState.CANCELLED and run.stop_reason == "cancelled"
-    assert 2 <= run.files_done < 30 and run.files_skipped == 30 - run.files_done - run.files_failed
+    assert 2 <= run.files_done < 30
+    assert run.files_skipped + run.files_cancelled == 30 - run.files_done - run.files_failed
     assert_every_transfer_final(run)
     if engine.changes_engine_side:
         assert FtsLinkLimit.objects.get(run=run).restored_at is not None

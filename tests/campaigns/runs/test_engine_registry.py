@@ -119,7 +119,7 @@ def test_the_fts_entry_says_what_an_fts_campaign_may_not_ask_for():
     instance = FtsInstance.objects.create(name="registry-fts", url="https://fts.example.org:8446")
     campaign.engine_options = {"instance": str(instance.pk), "strict_copy": "true"}
     campaign.full_clean()
-    assert campaign.engine_options == {"instance": instance.pk, "priority": 3, "strict_copy": True}
+    assert campaign.engine_options == {"instance": instance.pk, "priority": 3, "strict_copy": True, "measure_files": 0}
     check_runnable(campaign)
     # The snapshot freezes how the instance was reached, beside the parameters.
     extras = engine_registry.engine("fts").snapshot_extras(campaign)
@@ -163,7 +163,12 @@ def test_the_api_takes_engine_options_and_names_them_to_a_client_sending_the_old
 
     made = client.post("/api/v1/campaigns/", {**body, "engine_options": {"instance": instance.pk}}, format="json")
     assert made.status_code == 201, made.content
-    assert made.json()["engine_options"] == {"instance": instance.pk, "priority": 3, "strict_copy": False}
+    assert made.json()["engine_options"] == {
+        "instance": instance.pk,
+        "priority": 3,
+        "strict_copy": False,
+        "measure_files": 0,
+    }
     # In use: deleting the instance is refused (409), as the foreign key's PROTECT did.
     assert client.delete(f"/api/v1/fts-instances/{instance.pk}/").status_code == 409
     assert FtsInstance.objects.filter(pk=instance.pk).exists()

@@ -14,7 +14,7 @@ from tests.support.fts_double import FtsDouble
 
 @pytest.fixture
 def double():
-    fts = FtsDouble(token="t0k").start()
+    fts = FtsDouble(optimizer_interval=1.0, token="t0k").start()
     try:
         yield fts
     finally:
@@ -69,7 +69,7 @@ def test_unknown_jobs_and_link_config_shapes(double):
 
 
 def test_a_server_without_the_audit_answers_404_and_the_client_says_unsupported():
-    fts = FtsDouble(audit=False).start()
+    fts = FtsDouble(optimizer_interval=1.0, audit=False).start()
     try:
         assert FtsClient(FtsSettings(url=fts.url)).audit() is None
     finally:
@@ -98,7 +98,7 @@ def test_job_shapes_while_running_and_the_cancel_of_an_ended_job(double):
 
 
 def test_no_delegation_is_419_with_a_hint():
-    fts = FtsDouble(delegated=False).start()
+    fts = FtsDouble(optimizer_interval=1.0, delegated=False).start()
     try:
         with pytest.raises(FtsError) as info:
             FtsClient(FtsSettings(url=fts.url)).submit({"files": [{"sources": ["root://a//x"],

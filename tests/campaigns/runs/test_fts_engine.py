@@ -37,7 +37,7 @@ LINK = ("root://127.0.0.1", "root://127.0.0.1")  # FTS names storage elements wi
 
 @pytest.fixture
 def fts():
-    double = FtsDouble(token=TOKEN).start()
+    double = FtsDouble(optimizer_interval=1.0, token=TOKEN).start()
     try:
         yield double
     finally:
@@ -195,13 +195,14 @@ def test_cancel_deletes_the_jobs_and_restores_the_link_set_per_step(xrootd_pair,
     assert in_fts_cancelled.exists()
     for t in in_fts_cancelled:
         f = fts.files[t.fts_file_id]
-        assert f["file_state"] == "CANCELED" and t.error_message == f["reason"] == "Job canceled by the user"
+        assert f["file_state"] == "CANCELED" and f["reason"] == "Job canceled by the user"
+        assert t.error_message.startswith(f["reason"])  # and says so when the file ended whole
         assert t.error_category == "cancelled"
         # FTS's finish time, also for a file cancelled while copying (FTS writes it ~2 s later);
         # a file FTS never started has no duration.
         assert t.finished_at == parse_time(f["finish_time"]) is not None
         assert t.started_at is not None or t.duration is None
-    assert run.files_done + run.files_failed + run.files_skipped == count
+    assert run.files_done + run.files_failed + run.files_cancelled + run.files_skipped == count
     assert not Transfer.objects.filter(run=run, state__in=["queued", "active"]).exists()
     # Pinned per step (1, then 2), then the link config StorageOps made is gone: FTS is as it was.
     name = f"storageops-run{run.pk}-0"
@@ -213,7 +214,7 @@ def test_cancel_deletes_the_jobs_and_restores_the_link_set_per_step(xrootd_pair,
 
 def test_a_refused_submission_fails_the_run_with_fts_message(xrootd_pair, tmp_path):
     door1, door2 = xrootd_pair
-    double = FtsDouble(delegated=False).start()  # X.509 without a delegated proxy: 419
+    double = FtsDouble(optimizer_interval=1.0, delegated=False).start()  # X.509 without a delegated proxy: 419
     try:
         proxy = tmp_path / "x509up"
         proxy.write_text("not used over plain HTTP")
@@ -266,7 +267,7 @@ def test_a_worker_on_the_control_queue_alone_drives_an_fts_run(xrootd_pair, fts,
 
 def test_without_the_config_role_the_run_fails_before_submitting(xrootd_pair):
     door1, door2 = xrootd_pair
-    double = FtsDouble(token=TOKEN, config_role=False).start()
+    double = FtsDouble(optimizer_interval=1.0, token=TOKEN, config_role=False).start()
     try:
         src = endpoint("fts-n-src", door1.root_url_for("/data/fts5/"))
         dst = endpoint("fts-n-dst", door2.root_url_for("/data/fts5/"))
@@ -328,7 +329,7 @@ def test_over_https_the_server_is_verified_and_x509_identifies_the_user(xrootd_p
     """Verification is on by default: an FTS whose CA the worker does not know is refused."""
     door1, door2 = xrootd_pair
     cert, key = str(test_ca.host_cert), str(test_ca.host_key)  # the test CA's cert is also a client cert
-    double = FtsDouble(tls=(cert, key), client_ca=str(test_ca.ca_cert)).start()
+    double = FtsDouble(optimizer_interval=1.0, tls=(cert, key), client_ca=str(test_ca.ca_cert)).start()
     try:
         src = endpoint("fts-t-src", door1.root_url_for("/data/fts7/"))
         dst = endpoint("fts-t-dst", door2.root_url_for("/data/fts7/"))

@@ -108,7 +108,7 @@ def test_an_fts_campaign_needs_an_instance_and_a_valid_one():
     ok = FtsInstance.objects.create(name="ok", url="https://fts3.example.org:8446", bearer_token="t")
     obj = campaign("with-fts", [src], [dst], engine="fts", engine_options={"instance": ok.pk})
     # The schema fills in the defaults, and the instance in use cannot be deleted.
-    assert obj.engine_options == {"instance": ok.pk, "priority": 3, "strict_copy": False}
+    assert obj.engine_options == {"instance": ok.pk, "priority": 3, "strict_copy": False, "measure_files": 0}
     with pytest.raises(ProtectedError, match="in use by campaigns \\(with-fts\\)"):
         ok.delete()
     with pytest.raises(ProtectedError):

@@ -21,7 +21,16 @@ def categorize(code: int | None, message: str) -> str:
 
 
 def build_executor(run: Run, executor_id: str, copier_factory=None) -> FtsExecutor:
-    return FtsExecutor(run, build_client(run.snapshot), executor_id=executor_id)
+    storage = None
+    if copier_factory is not None:
+        made: list = []
+
+        def storage():  # built on first use: most runs never cancel a copy FTS had started
+            if not made:
+                made.append(copier_factory(run.snapshot))
+            return made[0]
+
+    return FtsExecutor(run, build_client(run.snapshot), executor_id=executor_id, storage=storage)
 
 
 def campaign_errors(campaign: Campaign) -> dict[str, str]:
@@ -31,6 +40,8 @@ def campaign_errors(campaign: Campaign) -> dict[str, str]:
         errors["tpc_mode"] = "FTS does third-party copies; streamed mode needs the gfal2 engine."
     if campaign.start_together:
         errors["start_together"] = "FTS's scheduler starts copies itself: starting together needs the gfal2 engine."
+    if (campaign.engine_options or {}).get("measure_files") and not campaign.step_files:
+        errors["engine_options"] = "measure_files: counts a step's files: give the campaign steps of step_files files."
     if isinstance(campaign.sweep, dict) and "tpc_mode" in campaign.sweep:
         errors.setdefault("sweep", "FTS chooses its copy mode itself: sweeping tpc_mode needs the gfal2 engine.")
     return errors

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime
 
@@ -20,6 +21,7 @@ from django.utils import timezone
 
 from campaigns.models import FtsInstance, Run
 from campaigns.runs.engines.base import CopyJob
+from campaigns.runs.engines.fts import landed
 from campaigns.runs.engines.fts import links as fts_links
 from campaigns.runs.engines.fts import store as fts_store
 from campaigns.runs.engines.fts.client import (
@@ -64,8 +66,11 @@ class _Job:
 class FtsExecutor:
     min_claim = 1
 
-    def __init__(self, run: Run, client: FtsClient, *, executor_id: str) -> None:
+    def __init__(self, run: Run, client: FtsClient, *, executor_id: str, storage: Callable | None = None) -> None:
+        """storage: returns the gfal2 copier the driver uses for sources and clean-up (built on
+        first use); cancelled copies are checked on their destination through it."""
         self.run = run
+        self.storage = storage
         self.spec = RunSpec.of(run)
         self.fts = FtsSpec.from_snapshot(run.snapshot)
         self.client = client
@@ -85,6 +90,12 @@ class FtsExecutor:
         self.no_evolution = False
         self.cancel_seen: dict[int, float] = {}  # FTS file id -> when first seen CANCELED without finish time
         self.active: dict[int, float] = {}  # transfer id -> FTS's start time, of files FTS says are ACTIVE
+        # The step in force, its concurrency, and when FTS first ran it at that (None: not yet).
+        self.step_index, self.step_concurrency = 0, 0
+        self.step_ids: set[int] = set()  # the transfers submitted in the step in force
+        self.measured_from: float | None = None
+        self.claimed_at_target: int | None = None
+        self.measure_files = FtsOptions.of(run.snapshot).measure_files
 
     def _retrying(self, operation, *args, **kwargs):
         return retrying(self.run.pk, operation, *args, **kwargs)
@@ -100,6 +111,8 @@ class FtsExecutor:
         return f"{kept} transfers still in FTS jobs, {requeued} requeued"
 
     def on_step(self, index: int, concurrency: int) -> None:
+        self.step_index, self.step_concurrency, self.step_ids = index, concurrency, set()
+        self.measured_from, self.claimed_at_target = None, None
         if not self.manage_links:
             return
         try:
@@ -126,6 +139,8 @@ class FtsExecutor:
             # by retrying.
             raise ExecutorFailed(f"Could not submit to FTS: {exc}") from exc
         ids = [j.id for j in jobs]
+        if step == self.step_index:
+            self.step_ids.update(ids)
         self._retrying(fts_store.mark_submitted, self.run.pk, ids, job_id, self.executor_id)
         self.jobs[job_id] = _Job(len(jobs), sum(j.size for j in jobs), step)
 
@@ -162,6 +177,19 @@ class FtsExecutor:
 
     def in_flight(self) -> list[tuple[int, float]]:
         return list(self.active.items())
+
+    def step_files(self, index: int, planned: int, claimed: int) -> int:
+        """How many files step `index` hands out (planned: the campaign's step_files). With
+        measure_files, a step goes on until that many of its files were handed out after FTS
+        first ran it at its concurrency, on top of those claimed by then: the warm-up before
+        (FTS applies a link limit only at its optimizer's next pass) is not what it measures."""
+        if not self.measure_files or index != self.step_index:
+            return planned
+        if self.measured_from is None:
+            return max(planned, claimed + self.step_concurrency)  # still warming up: keep it fed
+        if self.claimed_at_target is None:
+            self.claimed_at_target = claimed
+        return max(planned, self.claimed_at_target + self.measure_files)
 
     def give_back_unstarted(self) -> list[CopyJob]:
         # FTS holds its own queue: a file it has not started cannot be taken back without
@@ -275,10 +303,12 @@ class FtsExecutor:
             self._note_active(files)
             final, waiting = self._final_files(files, time.time())
             if final:
-                delta = self._retrying(fts_store.record_files, self.run.pk, final, job_id, self.executor_id)
+                complete = self._complete_on_destination(final)
+                delta = self._retrying(fts_store.record_files, self.run.pk, final, job_id, self.executor_id, complete)
                 out.done += delta["done"]
                 out.failed += delta["failed"]
                 out.skipped += delta["skipped"]
+                out.cancelled += delta["cancelled"]
                 if delta["bytes"]:
                     out.moved.append((time.time(), delta["bytes"]))
                 out.returned += delta["written"]
@@ -289,12 +319,31 @@ class FtsExecutor:
                 # Every file of a final job is final; a row it did not report is closed at the end.
                 self._forget(job_id, out)
 
+    def _complete_on_destination(self, final: list) -> dict[int, bool | None]:
+        """Files FTS cancelled after starting them, checked on their destination (landed.py)."""
+        copies = self._retrying(fts_store.cancelled_copies, self.run.pk, final)
+        if not copies or self.storage is None:
+            return {}
+        return landed.complete_on_destination(self.storage(), copies, self.spec.checksum_algorithm.upper())
+
     def _note_active(self, files: list[dict]) -> None:
         """Remember FTS's own start time of each file it reports ACTIVE; forget the others."""
         started, other = active_starts(files)
         for transfer_id in other:
             self.active.pop(transfer_id, None)
         self.active.update(started)
+        self._note_target()
+
+    def _note_target(self) -> None:
+        """The step's measurement starts the first time FTS has as many of its copies in flight as
+        its concurrency: at the start time (FTS's) of the copy that brought them there."""
+        if self.measured_from is not None or not self.step_concurrency:
+            return
+        starts = sorted(at for pk, at in self.active.items() if pk in self.step_ids)
+        if len(starts) < self.step_concurrency:
+            return
+        self.measured_from = starts[self.step_concurrency - 1]
+        self._retrying(fts_store.mark_measured, self.run.pk, self.step_index, self.measured_from)
 
     def _forget(self, job_id: str, out: Collected) -> None:
         job = self.jobs.pop(job_id)

@@ -35,6 +35,13 @@ class FtsOptionsForm(forms.Form):
     strict_copy = forms.BooleanField(
         label="FTS strict copy", required=False, help_text="Copy only: no checksum, size or parent-directory checks."
     )
+    measure_files = forms.IntegerField(
+        label="Files measured at the step's concurrency", min_value=0, max_value=100_000, required=False,
+        help_text="FTS applies a step's link limit only at its optimizer's next pass (every 60 s by default): "
+        "a step goes on until this many of its files started after it first ran at its concurrency, "
+        "on top of those in flight then (its warm-up is left out of its figures). Empty or 0: steps of "
+        "step_files files, warm-up included. Needs steps bounded by files.",
+    )  # fmt: skip
 
     def as_options(self) -> dict:
         """The cleaned options as JSON values: the instance by its id."""
@@ -44,6 +51,7 @@ class FtsOptionsForm(forms.Form):
             "instance": data["instance"].pk,
             "priority": DEFAULT_PRIORITY if priority is None else priority,
             "strict_copy": bool(data.get("strict_copy")),
+            "measure_files": data.get("measure_files") or 0,
         }
 
 
@@ -52,13 +60,17 @@ class FtsOptions:
     instance_id: int | None = None
     priority: int = DEFAULT_PRIORITY
     strict_copy: bool = False
+    measure_files: int = 0
 
     @classmethod
     def from_parameters(cls, parameters: dict) -> FtsOptions:
         options = parameters.get("engine_options") or {}
         if options:
             return cls(
-                options.get("instance"), options.get("priority", DEFAULT_PRIORITY), options.get("strict_copy", False)
+                options.get("instance"),
+                options.get("priority", DEFAULT_PRIORITY),
+                options.get("strict_copy", False),
+                options.get("measure_files") or 0,
             )
         # A snapshot frozen before engine_options existed.
         return cls(

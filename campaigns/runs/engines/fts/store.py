@@ -8,14 +8,17 @@ run's counters move in the same transaction as the rows.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import UTC, datetime
 
 from django.db import transaction
 from django.db.models import F
 
 from campaigns.choices import TransferState
-from campaigns.models import Run, Transfer, buckets
+from campaigns.models import Run, RunStep, Transfer, buckets
 from campaigns.runs.engines.fts.client import FileOutcome
 
+# A file FTS reports CANCELED that is whole on its destination all the same (landed.py).
+COMPLETE_NOTE = " (complete on destination: FTS's cancel reached the copy after it had ended)"
 _STATE = {"FINISHED": TransferState.SUCCEEDED, "FAILED": TransferState.FAILED, "CANCELED": TransferState.CANCELLED}
 
 
@@ -49,10 +52,31 @@ def adopt(run_id: int, executor: str) -> tuple[int, int]:
     return kept, requeued
 
 
-def record_files(run_id: int, outcomes: Sequence[FileOutcome], job_id: str, executor: str) -> dict[str, int]:
-    """Write FTS's final state of each file into its transfer; returns the counter deltas."""
+def cancelled_copies(run_id: int, outcomes: Sequence[FileOutcome]) -> list[tuple[int, str, int, str, str]]:
+    """(transfer id, destination, planned size, known checksum, source) of the files FTS reports
+    CANCELED after it had started them: their destination may hold the whole file (landed.py)."""
+    ids = [o.transfer_id for o in outcomes if o.state == "CANCELED" and o.start_time and o.transfer_id is not None]
+    if not ids:
+        return []
+    fields = ("id", "destination", "size", "source_checksum", "source")
+    return list(Transfer.objects.filter(run_id=run_id, id__in=ids).values_list(*fields))
+
+
+def record_files(
+    run_id: int,
+    outcomes: Sequence[FileOutcome],
+    job_id: str,
+    executor: str,
+    complete: dict[int, bool | None] | None = None,
+) -> dict[str, int]:
+    """Write FTS's final state of each file into its transfer; returns the counter deltas.
+
+    A file FTS cancelled before it started is skipped (never started); one it had started is
+    cancelled, with its duration from FTS's start and finish times (FTS reports 0 for it) and,
+    from `complete` (transfer id -> found whole on the destination), whether it got there anyway."""
+    complete = complete or {}
     by_id = {o.transfer_id: o for o in outcomes if o.transfer_id is not None}
-    done = failed = skipped = moved = planned = 0
+    done = failed = skipped = cancelled = moved = planned = 0
     with transaction.atomic():
         rows = list(
             Transfer.objects.filter(
@@ -71,6 +95,14 @@ def record_files(run_id: int, outcomes: Sequence[FileOutcome], job_id: str, exec
             row.error_category = o.category
             row.error_code = o.code
             row.error_message = o.reason[:4000]
+            if o.state == "CANCELED":
+                row.duration = cancelled_duration(o)
+                if o.start_time is None:
+                    row.state, row.error_category = TransferState.SKIPPED, ""  # never started
+                else:
+                    row.complete_on_destination = complete.get(row.pk)
+                    if row.complete_on_destination:
+                        row.error_message = (o.reason + COMPLETE_NOTE)[:4000]
             row.transfer_host = o.transfer_host[:255]
             row.fts_file_id = o.file_id
             row.copy_mode = "fts"
@@ -81,6 +113,8 @@ def record_files(run_id: int, outcomes: Sequence[FileOutcome], job_id: str, exec
                 done += 1
                 moved += o.filesize
             elif row.state == TransferState.CANCELLED:
+                cancelled += 1
+            elif row.state == TransferState.SKIPPED:
                 skipped += 1
             else:
                 failed += 1
@@ -100,6 +134,7 @@ def record_files(run_id: int, outcomes: Sequence[FileOutcome], job_id: str, exec
                 "fts_file_id",
                 "copy_mode",
                 "destination_checksum",
+                "complete_on_destination",
             ],
         )
         if rows:
@@ -107,6 +142,7 @@ def record_files(run_id: int, outcomes: Sequence[FileOutcome], job_id: str, exec
                 files_done=F("files_done") + done,
                 files_failed=F("files_failed") + failed,
                 files_skipped=F("files_skipped") + skipped,
+                files_cancelled=F("files_cancelled") + cancelled,
                 bytes_done=F("bytes_done") + moved,
             )
             # After the run's row is locked, as buckets.rebuild locks it first.
@@ -115,7 +151,27 @@ def record_files(run_id: int, outcomes: Sequence[FileOutcome], job_id: str, exec
         "done": done,
         "failed": failed,
         "skipped": skipped,
+        "cancelled": cancelled,
         "bytes": moved,
         "written": len(rows),
         "planned_bytes": planned,
     }
+
+
+def cancelled_duration(outcome: FileOutcome) -> float | None:
+    """How long a cancelled file ran: FTS's tx_duration where it says more than 0 (it says 0 for
+    a copy its cancel stopped, however long it ran), else its finish less its start; None for a
+    file never started, or with no finish time."""
+    if outcome.start_time is None:
+        return None
+    if outcome.tx_duration:
+        return outcome.tx_duration
+    if outcome.finish_time is None:
+        return None
+    return max((outcome.finish_time - outcome.start_time).total_seconds(), 0.0)
+
+
+def mark_measured(run_id: int, step: int, at: float) -> int:
+    """The step ran at its concurrency from `at` (epoch seconds, FTS's clock): RunStep.measured_from."""
+    when = datetime.fromtimestamp(at, UTC)
+    return RunStep.objects.filter(run_id=run_id, index=step, measured_from__isnull=True).update(measured_from=when)

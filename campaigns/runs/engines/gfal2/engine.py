@@ -10,6 +10,7 @@ from campaigns.models.engine_registry import EngineEntry, register_engine
 from campaigns.runs.engines.errors import categorize
 from campaigns.runs.engines.gfal2.client_pool_executor import ClientPoolExecutor
 from campaigns.runs.engines.gfal2.executor import CopyThreadsExecutor, build_copier
+from campaigns.runs.engines.gfal2.modes import mode_error
 from campaigns.spec import RunSpec
 
 NAME = "gfal2"
@@ -22,5 +23,12 @@ def build_executor(run: Run, executor_id: str, copier_factory: Callable = build_
 
 
 ENTRY = register_engine(
-    EngineEntry(name=NAME, label="gfal2", build_executor=build_executor, categorize=categorize, client_pool=True)
+    EngineEntry(
+        name=NAME,
+        label="gfal2",
+        build_executor=build_executor,
+        categorize=categorize,
+        client_pool=True,
+        copy_mode_error=mode_error,
+    )
 )

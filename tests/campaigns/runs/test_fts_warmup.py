@@ -1,0 +1,62 @@
+"""FTS steps measured at the concurrency they claim.
+
+FTS applies a link limit only at its optimizer's next pass (the double reproduces it, here with a
+20 s pass): a step's copies run under the previous value until then. StorageOps marks the moment
+the step's copies in flight first reach its concurrency (`RunStep.measured_from`, from FTS's own
+start times), holds the step until `measure_files` more of its files were handed out, and measures
+the step's achieved concurrency from there; the time before is its warm-up, shown in the step rows.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from campaigns.choices import RunState
+from campaigns.models import RunStep, Transfer
+from campaigns.results import concurrency, readers
+from tests.campaigns.runs.test_fts_steps import TOKEN, drive, new_run
+from tests.support.fts_double import FtsDouble
+
+pytestmark = pytest.mark.django_db(transaction=True)
+PASS_SECONDS = 20.0
+MEASURE = 12
+
+
+def test_a_sweep_1_2_4_under_a_20_s_optimizer_pass_measures_each_step_at_its_target():
+    double = FtsDouble(token=TOKEN, optimizer_interval=PASS_SECONDS).start()
+    try:
+        run = new_run(
+            "warmup-sweep", double, 3, file_count=200, concurrency_steps=[1, 2, 4], step_files=4, timeout=60,
+        )  # fmt: skip
+        run.snapshot["parameters"]["engine_options"]["measure_files"] = MEASURE
+        run.save(update_fields=["snapshot"])
+        result: list = []
+        drive(run.pk, result)
+    finally:
+        double.stop()
+    run.refresh_from_db()
+    assert result and run.state in (RunState.SUCCEEDED, RunState.PARTIAL), (result, run.stop_reason)
+    steps = list(RunStep.objects.filter(run=run).order_by("index"))
+    assert [s.concurrency for s in steps] == [1, 2, 4]
+    rows = concurrency.with_achieved(run, [{"step": s.index, "concurrency": s.concurrency} for s in steps])
+    unclipped = concurrency.intervals_of(run)
+    for step, row in zip(steps, rows, strict=True):
+        ran = Transfer.objects.filter(run=run, step=step.index).exclude(started_at=None)
+        print(
+            f"step {step.index} x{step.concurrency}: warm-up {row['warmup_seconds']} s, measured mean "
+            f"{row['achieved_mean']} (whole step {concurrency.in_flight(unclipped[step.index])[0]:.2f}), "
+            f"peak {row['achieved_max']}, {ran.count()} files"
+        )
+        assert step.measured_from is not None and step.measured_from >= step.started_at
+        # Within 10 % of its target once FTS runs it there, and never above it.
+        assert abs(row["achieved_mean"] - step.concurrency) / step.concurrency <= 0.10, row
+        assert row["achieved_max"] <= step.concurrency and not row["off_target"], row
+        # Held long enough to measure: the files handed out after it reached its target.
+        started_after = ran.filter(started_at__gte=step.measured_from).count()
+        assert started_after >= MEASURE - step.concurrency, started_after
+    # A step above the last one waits for the optimizer's next pass: its warm-up shows it.
+    assert max(r["warmup_seconds"] for r in rows[1:]) > 1.0, rows
+    assert all(r["warmup_seconds"] <= PASS_SECONDS + 5 for r in rows), rows
+    # The run's own step rows (what its page, the API and the exports read) carry the same.
+    shown = {r["step"]: (r["warmup_seconds"], r["achieved_mean"]) for r in readers.steps(run)}
+    assert shown == {r["step"]: (r["warmup_seconds"], r["achieved_mean"]) for r in rows}, shown
