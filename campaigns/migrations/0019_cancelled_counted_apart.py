@@ -22,7 +22,7 @@ def count_cancelled_apart(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("campaigns", "0017_error_category_mode_not_honoured"),
+        ("campaigns", "0018_error_category_mode_not_honoured"),
     ]
 
     operations = [

@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("campaigns", "0018_cancelled_counted_apart"),
+        ("campaigns", "0019_cancelled_counted_apart"),
     ]
 
     operations = [

@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("campaigns", "0016_engine_options"),
+        ("campaigns", "0017_error_category_dns"),
     ]
 
     operations = [
@@ -22,6 +22,7 @@ class Migration(migrations.Migration):
                     ("http_5xx", "HTTP 5xx"),
                     ("tpc_failure", "TPC failure"),
                     ("connection_refused", "Connection refused"),
+                    ("dns", "Host name not resolved (DNS)"),
                     ("no_space", "No space"),
                     ("permission_denied", "Permission denied"),
                     ("not_found", "Not found"),
