@@ -59,11 +59,12 @@ ACHIEVED_COLUMNS = ("achieved_mean", "achieved_max", "off_target")
 
 
 def _step_columns(run: Run) -> tuple[str, ...]:
-    # A sweep's swept knobs follow the concurrency: each row is its step's full point. Beside the
-    # target, what the step achieved (concurrency.achieved: copies in flight, mean and max).
+    # A sweep's swept knobs follow the concurrency: each row is its step's full point. Last, what
+    # the step achieved (concurrency.achieved: copies in flight, mean and max, off target), added
+    # at the end so that the columns a reader already picks by position stay where they were.
     axes = tuple(RunSpec.of(run).swept_axes)
-    return ("step", "concurrency", *ACHIEVED_COLUMNS, *axes, "files_ok", "files_failed", "bytes",
-            "window_seconds", "throughput_bps", "success_rate", "duration_p50", "duration_p95")  # fmt: skip
+    return ("step", "concurrency", *axes, "files_ok", "files_failed", "bytes", "window_seconds",
+            "throughput_bps", "success_rate", "duration_p50", "duration_p95", *ACHIEVED_COLUMNS)  # fmt: skip
 
 
 def _step_values(columns: tuple[str, ...], step: dict) -> list:
