@@ -74,7 +74,12 @@ def knee(steps: list[dict], axes: list[str] | tuple[str, ...] = ()) -> dict:
         if peak["throughput_bps"] <= (1 + RISE_BEYOND_NOISE) * best_earlier["throughput_bps"]:
             reference = best_earlier
     reaching = [s for s in scored if s["throughput_bps"] >= KNEE_FRACTION * reference["throughput_bps"]]
-    at = min(reaching, key=lambda s: (x(s), s["step"]))
+    # Steps that achieved about the same concurrency (within OFF_TARGET of the lowest) are one
+    # point of the curve: the one that ran on target names it (a step of 4 that ran at 1.98 is
+    # the step of 2 again, not a knee "at 4").
+    lowest = min(x(s) for s in reaching)
+    near = [s for s in reaching if x(s) <= lowest * (1 + concurrency.OFF_TARGET)]
+    at = min(near, key=lambda s: (concurrency.achieved(s)[2], x(s), s["step"]))
     if len({s["concurrency"] for s in scored}) < 2:
         status = "single_step"
     elif x(at) == furthest:

@@ -194,3 +194,11 @@ def test_a_verdict_resting_on_an_off_target_step_says_so_in_its_headline(door):
     )
     headline, rows, _ = rendered(verdict)
     assert rows["Concurrency"] in headline and "(ran at 3.20)" in rows["Knee"]
+
+
+def test_a_step_that_ran_at_an_earlier_steps_concurrency_does_not_name_the_knee():
+    # Sweep 1, 2, 4 with 2 files left for the step of 4 (tests/dashboard/test_achieved_concurrency):
+    # it ran at 1.98, a hair under the step of 2, with the same throughput.
+    steps = _curve([1, 2, 4], [1.0, 1.999, 1.98], [1.0e3, 1.99e3, 1.95e3])
+    curve = verdicts.knee(steps)
+    assert curve["knee"]["concurrency"] == 2 and curve["status"] == "still_rising"
