@@ -17,7 +17,7 @@ from django.core.exceptions import ValidationError
 
 from campaigns import sweeps
 from campaigns.models import Run
-from campaigns.results import bucketed, charts, disturbance, readers
+from campaigns.results import bucketed, charts, concurrency, disturbance, readers, verdicts
 from campaigns.results.scope import run_window
 from campaigns.spec import PARAMETER_NAMES, RunSpec
 from storageops.validators import MAX_ROW_ID
@@ -121,12 +121,16 @@ def _verdict_line(verdict: dict | None) -> dict | None:
     if not verdict:
         return None
     bottleneck = verdict.get("bottleneck")
+    said = verdicts.view(verdict)
     return {
         "status": verdict["status"],
-        "headline": verdict["headline"],
+        "headline": said["headline"],
         "knee": verdict.get("knee"),
         "bottleneck": bottleneck and {k: bottleneck[k] for k in ("title", "door", "resource", "label", "value")},
         "doors_needed": (verdict.get("capacity") or {}).get("doors_needed"),
+        # The bottleneck row in the same words as the headline (verdicts.statements), never a
+        # "none" of its own beside a headline that says saturation is unknown.
+        "cause": said["cause"],
     }
 
 
@@ -146,7 +150,14 @@ def _peak(steps: list[dict]) -> dict | None:
     if not scored:
         return None
     best = max(scored, key=lambda s: s["throughput_bps"])
-    return {"step": best["step"], "concurrency": best["concurrency"], "throughput_bps": best["throughput_bps"]}
+    return {"step": best["step"], "concurrency": best["concurrency"], "throughput_bps": best["throughput_bps"],
+            **_achieved(best)}  # fmt: skip
+
+
+def _achieved(step: dict) -> dict:
+    """A step's achieved concurrency as the comparison's rows carry it (concurrency.achieved)."""
+    mean, peak, off = concurrency.achieved(step)
+    return {"achieved_mean": mean, "achieved_max": peak, "off_target": off, "ran_at": concurrency.ran_at(step)}
 
 
 def compare(runs: Sequence[Run], trim: Trim | None = None) -> dict:
@@ -185,6 +196,7 @@ def compare(runs: Sequence[Run], trim: Trim | None = None) -> dict:
                 "steps": [
                     {
                         "concurrency": s["concurrency"],
+                        **_achieved(s),
                         "throughput_bps": s["throughput_bps"],
                         # Latency and failures per step: what a checksum-load comparison reads.
                         "duration_p50": s.get("duration_p50"),

@@ -108,6 +108,47 @@ def with_achieved(
         mean, peak = achieved.get(row["step"], (None, 0))
         row["achieved_mean"] = round(mean, 3) if mean is not None else None
         row["achieved_max"] = peak
-        target = row.get("concurrency")
-        row["off_target"] = bool(target and mean is not None and abs(mean - target) / target > OFF_TARGET)
+        row["off_target"] = is_off_target(mean, row.get("concurrency"))
     return steps
+
+
+def is_off_target(mean: float | None, target: int | None) -> bool:
+    """Whether copies in flight `mean` is more than OFF_TARGET from the `target` concurrency."""
+    return bool(target and mean is not None and abs(mean - target) / target > OFF_TARGET)
+
+
+# -- reading a step row ---------------------------------------------------------------------
+# Every table, export and verdict reads a step's achieved concurrency through these, never
+# from the row's keys: a summary stored before the figures existed has none, and the way they
+# are computed (e.g. measured only after a step's warm-up) changes here alone.
+def achieved(step: dict) -> tuple[float | None, int | None, bool]:
+    """(mean, max, off target) of a step row; (None, None, False) where it was never measured."""
+    return step.get("achieved_mean"), step.get("achieved_max"), bool(step.get("off_target"))
+
+
+def x(step: dict) -> float | None:
+    """Where a step sits on a concurrency curve: the copies it really had in flight on average,
+    or its target where that was never measured (a summary stored before achieved figures)."""
+    mean = step.get("achieved_mean")
+    return mean if mean is not None else step.get("concurrency")
+
+
+def off_target(steps: list[dict]) -> list[dict]:
+    """The steps whose achieved mean is more than OFF_TARGET from their target."""
+    return [s for s in steps if achieved(s)[2]]
+
+
+def achieved_text(step: dict) -> str:
+    """The text "1.48 in flight (max 3), off target": what a table shows of a step's achieved concurrency."""
+    mean, peak, off = achieved(step)
+    if mean is None:
+        return "–"
+    text = f"{mean:.2f} in flight" + (f" (max {peak})" if peak is not None else "")
+    return text + (", off target" if off else "")
+
+
+def ran_at(step: dict) -> str:
+    """The text "4 (ran at 1.48)" for an off-target step of target 4, "4" for one on target: how
+    sentences and tables name a step's concurrency."""
+    mean, _, off = achieved(step)
+    return f"{step.get('concurrency')}" + (f" (ran at {mean:.2f})" if off and mean is not None else "")

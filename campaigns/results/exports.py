@@ -9,7 +9,7 @@ import json
 from collections.abc import Iterator
 
 from campaigns.models import Run, Transfer
-from campaigns.results import readers
+from campaigns.results import concurrency, readers
 from campaigns.spec import RunSpec
 
 TRANSFER_COLUMNS = (
@@ -42,8 +42,11 @@ def transfers_csv(run: Run) -> Iterator[str]:
 
 
 def transfers_json(run: Run) -> Iterator[str]:
-    """A JSON array of objects, one per transfer, written a line at a time."""
-    yield f'{{"run": {run.pk}, "transfers": [\n'
+    """The run's step table (as steps_csv has it), then a JSON array of objects, one per
+    transfer, written a line at a time."""
+    columns = _step_columns(run)
+    steps = [dict(zip(columns, _step_values(columns, step), strict=True)) for step in readers.steps(run)]
+    yield f'{{"run": {run.pk}, "steps": {json.dumps(steps)}, "transfers": [\n'
     first = True
     for row in _rows(run):
         item = json.dumps({k: _text(v) for k, v in zip(TRANSFER_COLUMNS, row, strict=True)})
@@ -52,14 +55,28 @@ def transfers_json(run: Run) -> Iterator[str]:
     yield "\n]}\n"
 
 
+ACHIEVED_COLUMNS = ("achieved_mean", "achieved_max", "off_target")
+
+
+def _step_columns(run: Run) -> tuple[str, ...]:
+    # A sweep's swept knobs follow the concurrency: each row is its step's full point. Last, what
+    # the step achieved (concurrency.achieved: copies in flight, mean and max, off target), added
+    # at the end so that the columns a reader already picks by position stay where they were.
+    axes = tuple(RunSpec.of(run).swept_axes)
+    return ("step", "concurrency", *axes, "files_ok", "files_failed", "bytes", "window_seconds",
+            "throughput_bps", "success_rate", "duration_p50", "duration_p95", *ACHIEVED_COLUMNS)  # fmt: skip
+
+
+def _step_values(columns: tuple[str, ...], step: dict) -> list:
+    achieved = dict(zip(ACHIEVED_COLUMNS, concurrency.achieved(step), strict=True))
+    return [achieved[c] if c in achieved else step.get(c) for c in columns]
+
+
 def steps_csv(run: Run) -> Iterator[str]:
     buffer = io.StringIO()
     writer = csv.writer(buffer)
-    # A sweep's swept knobs follow the concurrency: each row is its step's full point.
-    axes = tuple(RunSpec.of(run).swept_axes)
-    columns = ("step", "concurrency", *axes, "files_ok", "files_failed", "bytes", "window_seconds",
-               "throughput_bps", "success_rate", "duration_p50", "duration_p95")  # fmt: skip
+    columns = _step_columns(run)
     writer.writerow(columns)
     for step in readers.steps(run):
-        writer.writerow([step.get(c) for c in columns])
+        writer.writerow(_step_values(columns, step))
     yield buffer.getvalue()

@@ -25,6 +25,7 @@ from django.utils import timezone
 from campaigns import sweeps
 from campaigns.choices import CampaignKind
 from campaigns.models import Run
+from campaigns.results import concurrency
 from campaigns.results.saturation import evidence, saturation
 from campaigns.spec import RunSpec
 from storageops.units import human_duration, si
@@ -51,35 +52,48 @@ _CPU_WITHIN = ("cores", "daemon_cpu")  # parts of a host's CPU: the cores it may
 def knee(steps: list[dict], axes: list[str] | tuple[str, ...] = ()) -> dict:
     """Peak and knee of a concurrency curve given as the step table of a run summary.
 
+    A step sits on the curve at the concurrency it achieved (`concurrency.x`: its copies' mean
+    in flight), not at the one it asked for: through FTS a step of 4 ran at 1.48, and a knee
+    "at 4" would have been read from a point the storage never saw. `read_from` lists the steps
+    the curve was read from, for the verdict to say which of them ran off target.
+
     In a sweep over other knobs too (`axes`: streams, TCP buffer, mode), the curve is the
     concurrency row of the best step's setting: a knee read across rows would mix two curves."""
     scored = [s for s in steps if s.get("throughput_bps") and s.get("concurrency")]
     if not scored:
-        return {"status": "no_data", "peak": None, "knee": None}
+        return {"status": "no_data", "peak": None, "knee": None, "read_from": []}
     peak = max(scored, key=lambda s: s["throughput_bps"])
     if axes:
         scored = [s for s in scored if all(s.get(a) == peak.get(a) for a in axes)]
-    concurrencies = {s["concurrency"] for s in scored}
+    x = concurrency.x
+    furthest = max(x(s) for s in scored)
     reference = peak
-    earlier = [s for s in scored if s["concurrency"] < max(concurrencies)]
-    if earlier and peak["concurrency"] == max(concurrencies):
+    earlier = [s for s in scored if x(s) < furthest]
+    if earlier and x(peak) == furthest:
         best_earlier = max(earlier, key=lambda s: s["throughput_bps"])
         if peak["throughput_bps"] <= (1 + RISE_BEYOND_NOISE) * best_earlier["throughput_bps"]:
             reference = best_earlier
     reaching = [s for s in scored if s["throughput_bps"] >= KNEE_FRACTION * reference["throughput_bps"]]
-    at = min(reaching, key=lambda s: (s["concurrency"], s["step"]))
-    if len(concurrencies) < 2:
+    # Steps that achieved about the same concurrency (within OFF_TARGET of the lowest) are one
+    # point of the curve: the one that ran on target names it (a step of 4 that ran at 1.98 is
+    # the step of 2 again, not a knee "at 4").
+    lowest = min(x(s) for s in reaching)
+    near = [s for s in reaching if x(s) <= lowest * (1 + concurrency.OFF_TARGET)]
+    at = min(near, key=lambda s: (concurrency.achieved(s)[2], x(s), s["step"]))
+    if len({s["concurrency"] for s in scored}) < 2:
         status = "single_step"
-    elif at["concurrency"] == max(concurrencies):
+    elif x(at) == furthest:
         status = "still_rising"
     else:
         status = "levelled"
 
     def point(s: dict) -> dict:
+        mean, most, off = concurrency.achieved(s)
+        measured = {"achieved_mean": mean, "achieved_max": most, "off_target": off} if mean is not None else {}
         return {"step": s["step"], "concurrency": s["concurrency"], "throughput_bps": s["throughput_bps"],
-                **{a: s.get(a) for a in axes}}  # fmt: skip
+                **measured, **{a: s.get(a) for a in axes}}  # fmt: skip
 
-    return {"status": status, "peak": point(peak), "knee": point(at)}
+    return {"status": status, "peak": point(peak), "knee": point(at), "read_from": [s["step"] for s in scored]}
 
 
 # -- capacity -------------------------------------------------------------------------------
@@ -164,9 +178,18 @@ def latency_sentence(curve: list[dict]) -> str:
 def run_verdict(run: Run, summary: dict, end: datetime | None = None) -> dict:
     """Knee, saturation per step and door, bottleneck, capacity, and a headline sentence."""
     end = end or run.finished_at or timezone.now()
-    curve = knee(summary.get("steps", []), RunSpec.of(run).swept_axes)
+    steps = summary.get("steps", [])
+    curve = knee(steps, RunSpec.of(run).swept_axes)
+    read = [s for s in steps if s["step"] in curve["read_from"]]
+    off = concurrency.off_target(read)
+    status = curve["status"]
+    if read and len(off) == len(read):
+        # Every point of the curve ran at another concurrency than its own: there is no curve of
+        # the concurrencies asked for to read a knee from, and no knee to judge a bottleneck at.
+        status = "inconclusive"
+    knee_point = curve["knee"] if status != "inconclusive" else None
     table, per_step, used = saturation(run, summary, end)
-    knee_point = curve["knee"]
+    ran_at = {s["step"]: concurrency.ran_at(s) for s in steps}
     bottleneck = None
     overloaded = None
     for step in table:
@@ -181,6 +204,8 @@ def run_verdict(run: Run, summary: dict, end: datetime | None = None) -> dict:
             if top.resource == "cpu" and nested:
                 top = max(nested, key=lambda r: _SPECIFIC.index(r.resource))
             bottleneck = {**asdict(top), "title": top.title, **where, "evidence": evidence(top, step)}
+            if step["step"] in ran_at:
+                bottleneck["ran_at"] = ran_at[step["step"]]
         # Overload errors are worth saying wherever they start: past the knee they say why
         # more concurrency did not help.
         rate = step["overload_error_rate"]
@@ -188,91 +213,208 @@ def run_verdict(run: Run, summary: dict, end: datetime | None = None) -> dict:
             overloaded = {**where, "rate": rate}
     doors = _door_count(summary)
     verdict = {
-        "status": curve["status"],
+        "status": status,
         "peak": curve["peak"],
         "knee": knee_point,
+        "off_target": [_off_target_point(s) for s in off],
         "bottleneck": bottleneck,
         "overload_errors": overloaded,
         "samples_used": used,
         "saturation": table,
-        "capacity": capacity(knee_point, doors, target_rate_bps(run), curve["status"] == "still_rising"),
-        "thresholds": {"knee": KNEE_FRACTION, "saturated": SATURATED, "overload_error_rate": OVERLOAD_ERROR_RATE},
+        "capacity": capacity(knee_point, doors, target_rate_bps(run), status == "still_rising"),
+        "thresholds": {
+            "knee": KNEE_FRACTION,
+            "saturated": SATURATED,
+            "overload_error_rate": OVERLOAD_ERROR_RATE,
+            "off_target": concurrency.OFF_TARGET,
+        },
         "computed_at": timezone.now().isoformat(),
     }
     if RunSpec.of(run).kind == CampaignKind.CHECKSUM_LOAD:
-        verdict["latency"] = latency_curve(summary.get("steps", []))
+        verdict["latency"] = latency_curve(steps)
     verdict["headline"] = headline(verdict)
     return verdict
 
 
+def _off_target_point(step: dict) -> dict:
+    mean, peak, _ = concurrency.achieved(step)
+    return {"step": step["step"], "concurrency": step["concurrency"], "achieved_mean": mean, "achieved_max": peak}
+
+
 def _thin(v: dict) -> str:
     """The steps at or before the knee whose doors had too few samples to be judged."""
-    knee_step = v["knee"]["step"] if v["knee"] else None
+    knee_step = v["knee"]["step"] if v.get("knee") else None
     return "; ".join(
         f"{door}: {n} in the step at concurrency {row['concurrency']}"
-        for row in v["saturation"]
+        for row in v.get("saturation") or []
         if knee_step is None or row["step"] <= knee_step
         for door, n in sorted(row.get("not_enough_samples", {}).items())
     )
 
 
-def headline(v: dict) -> str:
-    """The verdict in one line."""
-    if v["status"] == "no_data":
-        return "No step moved any data: there is no curve to read."
-    knee_point, peak, b = v["knee"], v["peak"], v["bottleneck"]
-    if v["status"] == "single_step":
-        rate = format_rate(peak["throughput_bps"])
-        curve = f"One concurrency only ({knee_point['concurrency']}, {rate}): no knee to find."
-    elif v["status"] == "still_rising":
+# -- what a verdict says: one generator for its headline and its rows ----------------------
+# The kinds of verdict: the curve's status, then what it says of saturation (its cause). Every
+# pair a verdict can be is listed in docs/verdicts.md; tests/campaigns/results/
+# test_verdict_sentences.py builds each and holds the headline and the page's rows to each other.
+STATUSES = {
+    "no_data": "no step moved data",
+    "single_step": "one concurrency only",
+    "levelled": "the knee comes before the largest concurrency achieved",
+    "still_rising": "the knee is the largest concurrency achieved",
+    "inconclusive": "every step the curve is read from ran more than 10 % off its target concurrency",
+}
+CAUSES = {
+    "bottleneck": "a resource reached 90 % at or before the knee",
+    "no_samples": "no collector samples of the run's hosts in its steps",
+    "thin_samples": "a door had fewer than two samples in a step at or before the knee",
+    "overload_only": "no sampled resource saturated, but overload errors reached 5 %",
+    "nothing_yet": "nothing saturated, and the curve is still rising",
+    "elsewhere": "nothing saturated at or before the knee",
+    "not_judged": "no knee to judge a bottleneck at (no data, or inconclusive)",
+}
+
+
+def kind(v: dict) -> tuple[str, str]:
+    """(status, cause) of a verdict: which of STATUSES and CAUSES its sentences are."""
+    status = v.get("status") or "no_data"
+    if status in ("no_data", "inconclusive"):
+        return status, "not_judged"
+    if v.get("bottleneck"):
+        return status, "bottleneck"
+    if not v.get("samples_used"):
+        return status, "no_samples"
+    if _thin(v):
+        return status, "thin_samples"
+    if v.get("overload_errors"):
+        return status, "overload_only"
+    return status, "nothing_yet" if status == "still_rising" else "elsewhere"
+
+
+def statements(v: dict) -> dict[str, str]:
+    """The verdict's sentences by row (latency, curve, concurrency, bottleneck, overload,
+    capacity), in the headline's order; a row with nothing to say is left out. The headline is
+    these joined, and the page shows each beside its label: they cannot disagree."""
+    status, cause = kind(v)
+    knee_point, peak, b, o = v.get("knee"), v.get("peak"), v.get("bottleneck"), v.get("overload_errors")
+    out: dict[str, str] = {}
+    if v.get("latency"):
+        # A checksum load is read by its latency first; the bytes the door read come after.
+        out["latency"] = latency_sentence(v["latency"]).strip()
+    off = v.get("off_target") or []
+    if status == "no_data":
+        out["curve"] = "No step moved any data: there is no curve to read."
+    elif status == "inconclusive":
+        out["curve"] = (
+            f"Inconclusive: no step ran at its target concurrency ({_off_list(off)} copies in flight on average, "
+            f"more than {concurrency.OFF_TARGET:.0%} off): the throughput cannot be read as a curve of "
+            "the concurrencies asked for, so no knee, bottleneck or door count is given."
+        )
+    else:
+        out["curve"] = _curve_sentence(status, knee_point, peak)
+        if off:
+            out["concurrency"] = (
+                f"Off target: {_off_list(off)} copies in flight on average, more than "
+                f"{concurrency.OFF_TARGET:.0%} from {'its target' if len(off) == 1 else 'their targets'}; "
+                "the curve is read at the concurrency achieved."
+            )
+    at = b and (b.get("ran_at") or b.get("concurrency"))
+    if cause == "bottleneck" and status == "still_rising":
+        # Saturated yet still gaining: the next steps will tell whether it holds the curve back.
+        out["bottleneck"] = f"{b['title']} already at {b['value']:.0%} ({b['detail']}) from concurrency {at}."
+    elif cause == "bottleneck":
+        out["bottleneck"] = f"Bottleneck: {b['title']} at {b['value']:.0%} ({b['detail']}) from concurrency {at}."
+    elif cause == "no_samples":
+        out["bottleneck"] = "Saturation unknown: no collector samples of the run's hosts in its steps."
+    elif cause == "thin_samples":
+        out["bottleneck"] = f"Saturation unknown where it matters: not enough samples ({_thin(v)})."
+    elif cause == "overload_only":
+        out["bottleneck"] = "No sampled resource saturated."
+    elif cause == "nothing_yet":
+        out["bottleneck"] = "Nothing saturated yet."
+    elif cause == "elsewhere":
+        out["bottleneck"] = (
+            "Nothing saturated at or before the knee: the limit is elsewhere "
+            "(the source, the network path, or the concurrency itself)."
+        )
+    if o and status != "no_data":
+        out["overload"] = (
+            f"From concurrency {o['concurrency']}, {o['rate']:.0%} of requests failed with checksum timeouts "
+            "or HTTP 5xx: the doors' own limits (e.g. xrootd.chksum max) or overload."
+        )
+    cap = v.get("capacity")
+    if cap and cap.get("doors_needed"):
+        bound = "At most " if cap.get("bound") else ""
+        out["capacity"] = (
+            f"{bound}{cap['doors_needed']} door(s) like these for {cap['target_rate_bits'] / 1e9:g} Gbit/s "
+            f"at {format_rate(cap['per_door_bps'])} per door"
+            + (" (the curve was still rising: a door can do more)." if bound else ".")
+        )
+    return out
+
+
+def _off_list(off: list[dict]) -> str:
+    """The off-target steps in words: x2 ran at 1.28 (max 2), x4 at 1.48 (max 3), with the sign."""
+    parts = []
+    for n, p in enumerate(off):
+        mean = p.get("achieved_mean")
+        most = f" (max {p['achieved_max']})" if p.get("achieved_max") is not None else ""
+        parts.append(f"×{p['concurrency']} {'ran ' if n == 0 else ''}at {mean:.2f}{most}")
+    return ", ".join(parts)
+
+
+def _curve_sentence(status: str, knee_point: dict, peak: dict) -> str:
+    at = concurrency.ran_at
+    if status == "single_step":
+        curve = f"One concurrency only ({at(knee_point)}, {format_rate(peak['throughput_bps'])}): no knee to find."
+    elif status == "still_rising":
         curve = (
-            f"Still rising at the last step (concurrency {knee_point['concurrency']}, "
+            f"Still rising at the last step (concurrency {at(knee_point)}, "
             f"{format_rate(knee_point['throughput_bps'])}): the knee lies beyond this sweep."
         )
     else:
         curve = (
-            f"Knee at concurrency {knee_point['concurrency']} ({format_rate(knee_point['throughput_bps'])}; "
-            f"peak {format_rate(peak['throughput_bps'])} at {peak['concurrency']})."
+            f"Knee at concurrency {at(knee_point)} ({format_rate(knee_point['throughput_bps'])}; "
+            f"peak {format_rate(peak['throughput_bps'])} at {at(peak)})."
         )
     setting = sweeps.setting_text(knee_point)
     if setting:
         # A sweep over more than concurrency: the curve read is the best setting's.
         curve = f"{curve[:-1]}, with {setting} (the best setting's curve)."
-    o = v["overload_errors"]
-    errors = (
-        f" From concurrency {o['concurrency']}, {o['rate']:.0%} of requests failed with checksum timeouts "
-        "or HTTP 5xx: the doors' own limits (e.g. xrootd.chksum max) or overload."
-        if o
-        else ""
-    )
-    if b and v["status"] == "still_rising":
-        # Saturated yet still gaining: the next steps will tell whether it holds the curve back.
-        cause = f" {b['title']} already at {b['value']:.0%} ({b['detail']}) from concurrency {b['concurrency']}."
-        cause += errors
-    elif b:
-        cause = f" Bottleneck: {b['title']} at {b['value']:.0%} ({b['detail']}) from concurrency {b['concurrency']}."
-        cause += errors
-    elif o:
-        cause = " No sampled resource saturated." + errors
-    elif not v["samples_used"]:
-        cause = " Saturation unknown: no collector samples of the run's hosts in its steps."
-    elif thin := _thin(v):
-        cause = f" Saturation unknown where it matters: not enough samples ({thin})."
-    elif v["status"] == "still_rising":
-        cause = " Nothing saturated yet."
+    return curve
+
+
+def headline(v: dict) -> str:
+    """The verdict in one line: its statements joined."""
+    return " ".join(statements(v).values())
+
+
+# What the verdict's badge says and how it is coloured. Never the colour of success: a verdict
+# describes a curve, not a good outcome, and a failed run's "no data" once showed green.
+BADGES = {
+    "no_data": ("no data", "pending"),
+    "single_step": ("one step", "pending"),
+    "levelled": ("levelled off", "pending"),
+    "still_rising": ("still rising", "running"),
+    "inconclusive": ("inconclusive", "partial"),
+}
+
+
+def view(v: dict) -> dict:
+    """What a page shows of a verdict: its badge, headline and the sentence of each row.
+
+    A full verdict (as stored with a run) is said again by `statements`, so its rows and
+    headline come from one generator even for a run judged by an earlier release; the short
+    form a comparison row carries (comparison._verdict_line) brings its own headline and cause.
+    """
+    status = v.get("status") or "no_data"
+    label, css = BADGES.get(status, (status.replace("_", " "), "pending"))
+    if v.get("bottleneck") and status != "inconclusive":
+        css = "failed"
+    if "samples_used" in v:
+        said = statements(v)
+        text = headline(v)
     else:
-        cause = (
-            " Nothing saturated at or before the knee: the limit is elsewhere "
-            "(the source, the network path, or the concurrency itself)."
-        )
-    cap = v["capacity"]
-    if cap and cap.get("doors_needed"):
-        bound = "At most " if cap.get("bound") else ""
-        cause += (
-            f" {bound}{cap['doors_needed']} door(s) like these for {cap['target_rate_bits'] / 1e9:g} Gbit/s "
-            f"at {format_rate(cap['per_door_bps'])} per door"
-            + (" (the curve was still rising: a door can do more)." if bound else ".")
-        )
-    # A checksum load is read by its latency first; the bytes the door read come after.
-    lead = latency_sentence(v["latency"]) if v.get("latency") else ""
-    return lead + curve + cause
+        said = {"bottleneck": v["cause"]} if v.get("cause") else {}
+        text = v.get("headline", "")
+    cause = said.get("bottleneck") or f"Not judged: {CAUSES['not_judged']}."
+    return {"badge": label, "css": css, "headline": text, "statements": said, "cause": cause}

@@ -25,7 +25,7 @@ from campaigns.models import Run
 from campaigns.runs import leases, steps, store
 from campaigns.runs.executors import Collected, Executor, ExecutorFailed
 from campaigns.runs.outages import retrying
-from campaigns.runs.outcome import run_outcome
+from campaigns.runs.outcome import failure_reason, run_outcome
 from campaigns.runs.starting import current_state
 from campaigns.spec import RunSpec
 from collectors.choices import EventKind
@@ -139,7 +139,14 @@ class RunLoop:
         planned = self.run_obj.planned_files
         # What is neither done nor failed now is closed as skipped once the outcome is decided.
         skipped = max(planned - self.done - self.failed, 0)
-        return run_outcome(stop.state, planned, self.done, self.failed, skipped), stop.reason
+        state = run_outcome(stop.state, planned, self.done, self.failed, skipped)
+        if state == RunState.FAILED and stop.state != RunState.FAILED:
+            # Failed because nothing succeeded, though the sweep ran to its end: say what failed.
+            # A budget that stopped it is still worth saying; "sweep completed" is not.
+            errors = store.error_counts(self.run_obj.pk)
+            ended = "" if stop.kind in (StopKind.COMPLETED, StopKind.SWEPT) else stop.reason
+            return state, failure_reason(planned, self.failed, skipped, errors, ended)
+        return state, stop.reason
 
     def absorb(self, got: Collected) -> None:
         self.busy = bool(got)

@@ -25,3 +25,16 @@ def run_outcome(stop_state: str, planned: int, done: int, failed: int, skipped: 
     if done == 0:
         return RunState.FAILED
     return RunState.PARTIAL
+
+
+def failure_reason(planned: int, failed: int, skipped: int, errors: dict[str, int], stopped: str) -> str:
+    """The stop reason of a run that failed because nothing succeeded: what failed, not how the
+    sweep ended ("concurrency sweep completed" read as success on a failed run). `errors` is the
+    failed copies' count per error category, the most common first; `stopped` the stop's own
+    reason, kept after the failure."""
+    if failed:
+        mix = ", ".join(f"{category} {n}" for category, n in list(errors.items())[:3])
+        text = f"every copy failed: {failed} of {planned}" + (f" ({mix})" if mix else "")
+    else:
+        text = f"no copy succeeded: {skipped} of {planned} never ran"
+    return f"{text}; {stopped}" if stopped else text

@@ -313,3 +313,14 @@ def recount(run_id: int) -> dict[str, int]:
         "files_cancelled": agg["cancelled"],
         "bytes_done": agg["moved"] or 0,
     }
+
+
+def error_counts(run_id: int) -> dict[str, int]:
+    """The run's failed copies per error category, the most common first (a failed run's stop reason)."""
+    rows = (
+        Transfer.objects.filter(run_id=run_id, state=TransferState.FAILED)
+        .values_list("error_category")
+        .annotate(n=Count("id"))
+        .order_by("-n", "error_category")
+    )
+    return {category or "other": n for category, n in rows}

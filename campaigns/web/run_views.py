@@ -62,6 +62,7 @@ class RunDetailView(DetailView):
         context["retryable"] = runs.retryable_count(self.object)
         context["chain"] = readers.retry_chain(self.object)
         context["in_flight"] = readers.oldest_in_flight(self.object) if self.object.is_live else []
+        context["live_steps"] = readers.steps(self.object) if self.object.is_live else []
         context["target_rate_bps"] = verdicts.target_rate_bps(self.object)
         context["swept"] = [(axis, sweeps.AXIS_LABELS[axis]) for axis in RunSpec.of(self.object).swept_axes]
         context["charts"] = chart_registry.run_page(self.object, context["swept"])
@@ -78,7 +79,10 @@ def run_progress(request: HttpRequest, pk: int) -> HttpResponse:
     """The live progress partial; it stops asking to be polled once the run has ended."""
     run = get_object_or_404(Run.objects.select_related("campaign"), pk=pk)
     in_flight = readers.oldest_in_flight(run) if run.is_live else []
-    response = _htmx(render(request, "campaigns/partials/run_progress.html", {"run": run, "in_flight": in_flight}))
+    # A live run's steps with the concurrency each achieved so far (its buckets, shared for 10 s).
+    live_steps = readers.steps(run) if run.is_live else []
+    context = {"run": run, "in_flight": in_flight, "live_steps": live_steps}
+    response = _htmx(render(request, "campaigns/partials/run_progress.html", context))
     if request.headers.get("HX-Request") and not run.is_live:
         # The run just ended while the page watched it: reload once for the result tables.
         response["HX-Refresh"] = "true"

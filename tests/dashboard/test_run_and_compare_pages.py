@@ -119,7 +119,11 @@ def test_comparison_and_home_show_each_runs_verdict(client, viewer, two_runs):
         assert escape(verdict["headline"]) in compare_html
         assert escape(verdict["headline"]) in home_html
         knee = verdict["knee"]
-        assert f"×{knee['concurrency']}, " in compare_html
+        # Mock copies of no duration rarely fill their slots: a sweep all off target has no knee.
+        if verdict["status"] == "inconclusive":
+            assert knee is None and verdict["headline"].startswith("Inconclusive")
+        else:
+            assert f"×{knee['concurrency']}" in compare_html
     assert "Per step: p95 latency, failed" in compare_html
 
 

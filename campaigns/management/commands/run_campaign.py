@@ -14,6 +14,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from campaigns import runs
 from campaigns.models import Campaign, Run
+from campaigns.results import concurrency
 from storageops.units import human_bytes, human_duration, human_rate
 
 _BAR = 30
@@ -92,12 +93,17 @@ class Command(BaseCommand):
             f"({run.stop_reason})"
         )
         header = (
-            f"{'step':>4} {'conc':>5} {'ok':>7} {'failed':>7} {'window':>10} {'throughput':>12} {'p50':>9} {'p95':>9}"
+            f"{'step':>4} {'conc':>5} {'achieved':>8} {'max':>4} {'':>10} {'ok':>7} {'failed':>7} {'window':>10} "
+            f"{'throughput':>12} {'p50':>9} {'p95':>9}"
         )
         self.stdout.write(header)
         for s in run.summary.get("steps", []):
+            # What the step really had in flight beside what it asked for (concurrency module).
+            mean, peak, off = concurrency.achieved(s)
             self.stdout.write(
-                f"{s['step']:>4} {s['concurrency'] or '-':>5} {s['files_ok']:>7} {s['files_failed']:>7} "
+                f"{s['step']:>4} {s['concurrency'] or '-':>5} {'-' if mean is None else f'{mean:.2f}':>8} "
+                f"{'-' if peak is None else peak:>4} {'off target' if off else '':>10} "
+                f"{s['files_ok']:>7} {s['files_failed']:>7} "
                 f"{human_duration(s['window_seconds']):>10} {human_rate(s['throughput_bps']):>12} "
                 f"{human_duration(s['duration_p50']):>9} {human_duration(s['duration_p95']):>9}"
             )

@@ -27,7 +27,12 @@ def test_run_campaign_waits_and_prints_the_step_table(worker):
     run = Run.objects.get(campaign__name="cli-sweep")
     assert f"Run #{run.pk} succeeded: 60 ok, 0 failed" in out
     table = [line.split() for line in out.splitlines() if line.strip()[:1].isdigit() and len(line.split()) >= 8]
-    assert [(row[1], row[2]) for row in table] == [("1", "20"), ("2", "20"), ("4", "20")]
+    # step, target, achieved mean and max (then "off target" where it missed), then the copies ok.
+    steps = run.summary["steps"]
+    assert [(row[1], row[2], row[3]) for row in table] == [
+        (str(s["concurrency"]), f"{s['achieved_mean']:.2f}", str(s["achieved_max"])) for s in steps
+    ]
+    assert [row[6] if row[4] == "off" else row[4] for row in table] == ["20", "20", "20"]
 
 
 def test_run_campaign_names_an_unknown_campaign(db):

@@ -1,0 +1,15 @@
+"""A verdict as pages show it: badge, headline and rows from one generator (results.verdicts)."""
+
+from __future__ import annotations
+
+from django import template
+
+from campaigns.results import verdicts
+
+register = template.Library()
+
+
+@register.filter
+def verdict_view(verdict: dict | None) -> dict | None:
+    """`{% with view=verdict|verdict_view %}`: badge, css, headline, statements, cause."""
+    return verdicts.view(verdict) if verdict else None
