@@ -10,6 +10,7 @@ the step's achieved concurrency from there; the time before is its warm-up, show
 from __future__ import annotations
 
 import pytest
+from django.test import Client
 
 from campaigns.choices import RunState
 from campaigns.models import RunStep, Transfer
@@ -22,7 +23,7 @@ PASS_SECONDS = 20.0
 MEASURE = 12
 
 
-def test_a_sweep_1_2_4_under_a_20_s_optimizer_pass_measures_each_step_at_its_target():
+def test_a_sweep_1_2_4_under_a_20_s_optimizer_pass_measures_each_step_at_its_target(admin_user):
     double = FtsDouble(token=TOKEN, optimizer_interval=PASS_SECONDS).start()
     try:
         run = new_run(
@@ -60,3 +61,11 @@ def test_a_sweep_1_2_4_under_a_20_s_optimizer_pass_measures_each_step_at_its_tar
     # The run's own step rows (what its page, the API and the exports read) carry the same.
     shown = {r["step"]: (r["warmup_seconds"], r["achieved_mean"]) for r in readers.steps(run)}
     assert shown == {r["step"]: (r["warmup_seconds"], r["achieved_mean"]) for r in rows}, shown
+    # And the run page shows each warm-up beside the achieved figures it was left out of.
+    client = Client()
+    client.force_login(admin_user)
+    page = client.get(f"/campaigns/runs/{run.pk}/").content.decode()
+    for row in rows:
+        if row["warmup_seconds"]:
+            assert f'data-warmup="{row["warmup_seconds"]}"' in page, row
+            assert f"after {row['warmup_seconds']:.1f} s warm-up" in page, row
