@@ -362,6 +362,9 @@ class TransferSerializer(serializers.ModelSerializer):
 
 class CampaignScheduleSerializer(BaseModelSerializer):
     describe = serializers.CharField(read_only=True)
+    status = serializers.CharField(
+        read_only=True, help_text="enabled, disabled, or finished: max runs reached / past its end date."
+    )
     periodic_task = serializers.PrimaryKeyRelatedField(read_only=True, help_text="beat's task (kept in step).")
 
     class Meta:
@@ -376,9 +379,13 @@ class CampaignScheduleSerializer(BaseModelSerializer):
             "runs_started",
             "last_due_at",
             "last_decision",
+            "status",
+            "finished_at",
+            "finished_reason",
             "describe",
             "periodic_task",
             "created",
             "last_updated",
         ]
-        read_only_fields = ["runs_started", "last_due_at", "last_decision", "created", "last_updated"]
+        read_only_fields = ["runs_started", "last_due_at", "last_decision", "finished_at", "finished_reason",
+                            "created", "last_updated"]  # fmt: skip
