@@ -309,3 +309,20 @@ def test_accepting_a_new_normal_starts_a_new_baseline(history, operator):
     # An operator who sets the run back to the rule undoes it: the old level is the baseline again.
     baseline_choice.choose(slow[0], "auto", "", user=operator)
     assert baselines.judge(finished(campaign, now + timedelta(hours=6), 20 * MB))["status"] == "regressed"
+
+
+def test_the_campaign_page_and_the_grid_say_since_when_a_regression_lasts(history, client, viewer):
+    campaign, now, _ = history
+    slow = [finished(campaign, now + timedelta(hours=i), 20 * MB) for i in range(3)]
+    for run in slow:
+        judged(run)
+    client.force_login(viewer)
+    page = client.get(campaign.get_absolute_url()).content.decode()
+    assert f'data-regressed-since="{slow[0].pk}"' in page and f"#{slow[0].pk}</a> (3 runs)" in page
+    grid = client.get("/campaigns/status/").content.decode()
+    assert f'data-ongoing-since="{slow[0].pk}"' in grid and f"since #{slow[0].pk}" in grid
+    run_page = client.get(slow[-1].get_absolute_url()).content.decode()
+    assert f"regressed (ongoing since #{slow[0].pk})" in run_page and 'id="band-method" data-n="6"' in run_page
+    judged(finished(campaign, now + timedelta(hours=4), 100 * MB))
+    page = client.get(campaign.get_absolute_url()).content.decode()
+    assert 'data-watch="recovered"' in page and "data-regressed-since" not in page
