@@ -186,8 +186,10 @@ class RunSerializer(BaseModelSerializer):
     )
 
     judgement = serializers.SerializerMethodField(
-        help_text="The run against its campaign's history, stored when it ended: status (within, better, "
-        "regressed, no_baseline), headline, each figure with its band, and the suspects of a regression."
+        help_text="The run against its campaign's history, stored when it ended: status (within, improved, "
+        "regressed, recovered, no_baseline; better in judgements before improved), headline, each figure with its "
+        "band (low, high, median, n, method), the suspects of a regression, ongoing {since, runs} of a regression "
+        "that lasts, recovered {since, runs}, and normal_from (the run accepted as the new normal, if any)."
     )
 
     retries = serializers.PrimaryKeyRelatedField(
