@@ -11,13 +11,13 @@ from rest_framework.pagination import CursorPagination
 from rest_framework.response import Response
 
 from alerts import delivery
-from alerts.models import AlertKind, Delivery, Subscription, shown_url, validate_kinds
+from alerts.models import NOT_SUBSCRIBABLE, AlertKind, Delivery, Subscription, shown_url, validate_kinds
 from storageops.api.auth import RolePermission, has_perm
 from storageops.api.base import BaseModelSerializer, BaseViewSet
 from storageops.api.pagination import MAX_LIMIT
 
 SEES_WEBHOOKS = "alerts.change_subscription"
-SUBSCRIBABLE = [kind.value for kind in AlertKind if kind != AlertKind.TEST]
+SUBSCRIBABLE = [kind.value for kind in AlertKind if kind not in NOT_SUBSCRIBABLE]
 
 
 @extend_schema_field(
@@ -32,7 +32,8 @@ class SubscriptionSerializer(BaseModelSerializer):
 
     kinds = KindsField(
         required=False, validators=[validate_kinds],
-        help_text="The kinds of alert to send (test is the test action's, not subscribable); default all.",
+        help_text="The kinds of alert to send (test is the test action's, not subscribable; regression brings "
+        "its recoveries); default all.",
     )  # fmt: skip
 
     class Meta:
@@ -48,6 +49,7 @@ class SubscriptionSerializer(BaseModelSerializer):
             "email",
             "webhook_url",
             "min_interval_minutes",
+            "repeat_ongoing_hours",
             "active",
             "created",
             "last_updated",

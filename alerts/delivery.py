@@ -23,24 +23,42 @@ log = logging.getLogger(__name__)
 WEBHOOK_TIMEOUT = 10.0
 
 
-def notify(kind: str, subject: str, body: str, *, campaign=None, run=None, host=None) -> list[Delivery]:
+def notify(
+    kind: str, subject: str, body: str, *, campaign=None, run=None, host=None, ongoing: bool = False
+) -> list[Delivery]:
     """One delivery per active subscription of `kind` for `campaign` (or for every campaign; an
-    alert about a host, with no campaign, goes to the site-wide subscriptions)."""
+    alert about a host, with no campaign, goes to the site-wide subscriptions). A recovery goes
+    to the subscriptions of regression. `ongoing`: a regression that began in an earlier run."""
     wanted = Subscription.objects.filter(active=True).filter(Q(campaign__isnull=True) | Q(campaign=campaign))
-    return [send(s, kind, subject, body, campaign=campaign, run=run, host=host) for s in wanted if kind in s.kinds]
+    asked = AlertKind.REGRESSION if kind == AlertKind.RECOVERED else kind
+    return [
+        send(s, kind, subject, body, campaign=campaign, run=run, host=host, ongoing=ongoing)
+        for s in wanted
+        if asked in s.kinds
+    ]
 
 
 def send(
-    subscription: Subscription, kind: str, subject: str, body: str, *, campaign=None, run=None, host=None
+    subscription: Subscription,
+    kind: str,
+    subject: str,
+    body: str,
+    *,
+    campaign=None,
+    run=None,
+    host=None,
+    ongoing: bool = False,
 ) -> Delivery:
-    """Send now unless the same kind about the same campaign (or host) went out within the interval."""
-    since = timezone.now() - timedelta(minutes=subscription.min_interval_minutes)
+    """Send now unless the same kind about the same campaign (or host) went out within the interval;
+    an ongoing regression only once its subscription's repeat interval passed since the last one."""
+    minutes = max(subscription.min_interval_minutes, subscription.repeat_ongoing_hours * 60 if ongoing else 0)
+    since = timezone.now() - timedelta(minutes=minutes)
     recent = Delivery.objects.filter(
         subscription=subscription, kind=kind, campaign=campaign, host=host, state=Delivery.State.SENT, time__gte=since
     )
     delivery = Delivery(subscription=subscription, kind=kind, campaign=campaign, run=run, host=host,
                         subject=subject[:300], body=body)  # fmt: skip
-    held_by = recent.first() if kind != AlertKind.TEST and subscription.min_interval_minutes else None
+    held_by = recent.first() if kind != AlertKind.TEST and minutes else None
     if held_by is not None:
         delivery.state = Delivery.State.SUPPRESSED
         delivery.outcome = {"held_back_by": held_by.pk}

@@ -5,11 +5,11 @@ from __future__ import annotations
 from django import forms
 from django.db.models import Q, QuerySet
 
-from alerts.models import AlertKind, Delivery, Subscription, default_kinds
+from alerts.models import NOT_SUBSCRIBABLE, AlertKind, Delivery, Subscription, default_kinds
 from campaigns.models import Campaign
 
-# A test alert is sent by the test button, never subscribed to.
-SUBSCRIBABLE_KINDS = [(k.value, k.label) for k in AlertKind if k != AlertKind.TEST]
+# A test alert is sent by the test button, a recovery to whoever wants regressions: neither is subscribed to.
+SUBSCRIBABLE_KINDS = [(k.value, k.label) for k in AlertKind if k not in NOT_SUBSCRIBABLE]
 
 
 class SubscriptionForm(forms.ModelForm):
@@ -20,7 +20,8 @@ class SubscriptionForm(forms.ModelForm):
 
     class Meta:
         model = Subscription
-        fields = ["name", "campaign", "kinds", "email", "webhook_url", "min_interval_minutes", "active"]
+        fields = ["name", "campaign", "kinds", "email", "webhook_url", "min_interval_minutes", "repeat_ongoing_hours",
+                  "active"]  # fmt: skip
         labels = {"webhook_url": "Webhook URL", "min_interval_minutes": "Minimum interval (minutes)"}
 
     def __init__(self, *args, **kwargs) -> None:

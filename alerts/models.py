@@ -18,6 +18,12 @@ class AlertKind(models.TextChoices):
     STALL = "stall", "a run whose copies stopped finishing"
     COLLECTOR_SILENT = "collector_silent", "a host's collector gone silent"
     TEST = "test", "a test alert"
+    # Sent to the subscriptions of regression: whoever was told a door slowed is told it is back.
+    RECOVERED = "recovered", "a run back within its band after a regression"
+
+
+# Kinds a subscription does not name: a test is the test button's, a recovery goes with regression.
+NOT_SUBSCRIBABLE = (AlertKind.TEST, AlertKind.RECOVERED)
 
 
 def default_kinds() -> list[str]:
@@ -25,7 +31,7 @@ def default_kinds() -> list[str]:
 
 
 def validate_kinds(value: object) -> None:
-    known = set(AlertKind.values) - {AlertKind.TEST}
+    known = set(AlertKind.values) - set(NOT_SUBSCRIBABLE)
     if not isinstance(value, list) or not value or not all(isinstance(k, str) and k in known for k in value):
         raise ValidationError(f"Give a non-empty list of: {', '.join(sorted(known))}.")
 
@@ -55,6 +61,12 @@ class Subscription(BaseModel):
     min_interval_minutes = models.PositiveIntegerField(
         default=30, validators=[MinValueValidator(0), MaxValueValidator(7 * 24 * 60)],
         help_text="At most one alert of a kind about a campaign in this time; the others are kept, not sent.",
+    )  # fmt: skip
+    repeat_ongoing_hours = models.PositiveIntegerField(
+        "repeat an ongoing regression (hours)", default=24,
+        validators=[MinValueValidator(1), MaxValueValidator(24 * 30)],
+        help_text="A regression that lasts run after run is told again at most this often (its start and its "
+        "recovery are told at once).",
     )  # fmt: skip
     active = models.BooleanField(default=True)
 

@@ -13,6 +13,7 @@ from alerts import delivery
 from alerts.models import AlertKind, Delivery
 from campaigns.models import Run
 from collectors.models import Host
+from storageops.templatetags.storageops import in_unit
 
 
 def _link(run: Run) -> str:
@@ -24,12 +25,15 @@ def run_finished(run: Run) -> list:
     sent = []
     judgement = (run.summary or {}).get("judgement") or {}
     if judgement.get("status") == "regressed":
-        suspects = [f"- {e['time'][:16]} {e['kind']} on {e['where']}: {e['summary']}" for e in judgement["suspects"]]
-        lines = [judgement["headline"]]
-        if suspects:
-            lines += ["Changed since the last run within its band:", *suspects]
+        ongoing = judgement.get("ongoing")
+        subject = f"{run} regressed" + (f" (ongoing since run #{ongoing['since']})" if ongoing else "")
         sent += delivery.notify(
-            AlertKind.REGRESSION, f"{run} regressed", "\n".join([*lines, _link(run)]), campaign=run.campaign, run=run
+            AlertKind.REGRESSION, subject, regression_body(run, judgement), campaign=run.campaign, run=run,
+            ongoing=ongoing is not None,
+        )  # fmt: skip
+    elif judgement.get("status") == "recovered":
+        sent += delivery.notify(
+            AlertKind.RECOVERED, f"{run} recovered", regression_body(run, judgement), campaign=run.campaign, run=run
         )
     if run.trigger == "schedule" and run.state in ("partial", "failed"):
         counts = f"{run.files_done} of {run.planned_files} transfers succeeded, {run.files_failed} failed"
@@ -39,6 +43,27 @@ def run_finished(run: Run) -> list:
             campaign=run.campaign, run=run,
         )  # fmt: skip
     return sent
+
+
+def regression_body(run: Run, judgement: dict) -> str:
+    """The headline, then each figure outside its band (or, for a recovery, the figures back in it)
+    with the run's value, the band, its median and n, then the suspects with their time, then the
+    link: enough to act on without opening the page."""
+    lines = [judgement["headline"], ""]
+    shown = [f for f in judgement.get("figures") or [] if f["status"] != "within"]
+    if judgement.get("status") == "recovered":
+        shown = [f for f in judgement.get("figures") or [] if f["key"] == "throughput"] or shown
+    for f in shown:
+        unit = f["unit"]
+        lines.append(
+            f"{f['label']}: {in_unit(f['value'], unit)}, band {in_unit(f['low'], unit)} – {in_unit(f['high'], unit)} "
+            f"(median {in_unit(f['median'], unit)} of {f['n']} runs): {f['status']}"
+        )
+    if judgement.get("suspects"):
+        lines += ["", "Changed since the last run within its band:"]
+        lines += [f"- {e['time'][:16].replace('T', ' ')} UTC {e['kind']} on {e['where']}: {e['summary']}"
+                  for e in judgement["suspects"]]  # fmt: skip
+    return "\n".join([*lines, "", _link(run)])
 
 
 def run_stalled(run: Run, summary: str) -> list:

@@ -75,6 +75,9 @@ class BaselineChoice(models.TextChoices):
     AUTO = "auto", "By the rule: succeeded, undisturbed, not a retry"
     INCLUDE = "include", "Included by an operator (a partial or disturbed run known to be sound)"
     EXCLUDE = "exclude", "Left out by an operator (a night known to be unrepresentative)"
+    # After a real, intended change (new disks, a new door): later runs are judged against this
+    # run and those after it only, the level before it no longer being the door's.
+    NEW_NORMAL = "accepted", "Accepted as the new normal: later baselines start at this run"
 
 
 ACTIVE_RUN_STATES = (RunState.PENDING, RunState.RUNNING, RunState.CANCELLING)

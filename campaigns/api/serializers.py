@@ -207,8 +207,10 @@ class RunSerializer(BaseModelSerializer):
     )
 
     judgement = serializers.SerializerMethodField(
-        help_text="The run against its campaign's history, stored when it ended: status (within, better, "
-        "regressed, no_baseline), headline, each figure with its band, and the suspects of a regression."
+        help_text="The run against its campaign's history, stored when it ended: status (within, improved, "
+        "regressed, recovered, no_baseline; better in judgements before improved), headline, each figure with its "
+        "band (low, high, median, n, method), the suspects of a regression, ongoing {since, runs} of a regression "
+        "that lasts, recovered {since, runs}, and normal_from (the run accepted as the new normal, if any)."
     )
 
     retries = serializers.PrimaryKeyRelatedField(
@@ -407,6 +409,9 @@ class TransferSerializer(serializers.ModelSerializer):
 
 class CampaignScheduleSerializer(BaseModelSerializer):
     describe = serializers.CharField(read_only=True)
+    status = serializers.CharField(
+        read_only=True, help_text="enabled, disabled, or finished: max runs reached / past its end date."
+    )
     periodic_task = serializers.PrimaryKeyRelatedField(read_only=True, help_text="beat's task (kept in step).")
 
     class Meta:
@@ -421,9 +426,13 @@ class CampaignScheduleSerializer(BaseModelSerializer):
             "runs_started",
             "last_due_at",
             "last_decision",
+            "status",
+            "finished_at",
+            "finished_reason",
             "describe",
             "periodic_task",
             "created",
             "last_updated",
         ]
-        read_only_fields = ["runs_started", "last_due_at", "last_decision", "created", "last_updated"]
+        read_only_fields = ["runs_started", "last_due_at", "last_decision", "finished_at", "finished_reason",
+                            "created", "last_updated"]  # fmt: skip

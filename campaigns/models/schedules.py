@@ -51,6 +51,9 @@ def validate_cron(value: str) -> None:
     crontab_validator(value)
 
 
+FINISHED_MAX_RUNS = "max runs reached"
+FINISHED_END_DATE = "past its end date"
+
 # What an operator sets on a schedule (the form and the API); the rest is kept by the service.
 SCHEDULE_SETTINGS = (
     "enabled",
@@ -63,6 +66,7 @@ SCHEDULE_SETTINGS = (
     "window_end",
     "max_slip_minutes",
     "max_runs",
+    "ends_at",
 )
 
 
@@ -106,7 +110,14 @@ class CampaignSchedule(BaseModel):
         validators=[MinValueValidator(1), INT32],
         help_text="Stop after this many scheduled runs.",
     )
+    ends_at = models.DateTimeField(
+        "ends at", null=True, blank=True, help_text="No scheduled start after this time (blank: no end)."
+    )
     runs_started = models.PositiveIntegerField(default=0, editable=False)
+    # When and why the schedule stopped for good (its max runs reached, its end date passed):
+    # set once, with an event, so a spent schedule does not read "enabled".
+    finished_at = models.DateTimeField(null=True, blank=True, editable=False)
+    finished_reason = models.CharField(max_length=100, blank=True, editable=False)
     last_due_at = models.DateTimeField(null=True, blank=True, editable=False)
     last_decision = models.CharField(max_length=300, blank=True, editable=False)
     periodic_task = models.OneToOneField(
@@ -126,6 +137,24 @@ class CampaignSchedule(BaseModel):
     @property
     def exhausted(self) -> bool:
         return self.max_runs is not None and self.runs_started >= self.max_runs
+
+    def past_end(self, now=None) -> bool:
+        from django.utils import timezone
+
+        return self.ends_at is not None and (now or timezone.now()) >= self.ends_at
+
+    def end_reason(self, now=None) -> str:
+        """Why the schedule starts nothing more, or "" while it may still start runs."""
+        if self.exhausted:
+            return FINISHED_MAX_RUNS
+        return FINISHED_END_DATE if self.past_end(now) else ""
+
+    @property
+    def status(self) -> str:
+        """What the campaign page and the API say of the schedule: enabled, disabled, or finished and why."""
+        if reason := self.end_reason():
+            return f"finished: {reason}"
+        return "enabled" if self.enabled else "disabled"
 
     def clean(self) -> None:
         errors: dict[str, str] = {}

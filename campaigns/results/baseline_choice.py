@@ -36,12 +36,16 @@ def standing(run: Run) -> dict:
         counted, why = False, f"a retry of run #{run.retry_of_id} re-drives only what that run did not finish"
     elif run.baseline_choice == BaselineChoice.EXCLUDE:
         counted, why = False, f"left out by {said}"
+    elif run.baseline_choice == BaselineChoice.NEW_NORMAL and run.state in baselines.INCLUDABLE_STATES:
+        counted, why = True, f"accepted as the new normal by {said}: later baselines start here"
     elif run.baseline_choice == BaselineChoice.INCLUDE and run.state in baselines.INCLUDABLE_STATES:
         counted, why = True, f"included by {said}"
     elif run.state != RunState.SUCCEEDED:
         counted, why = False, f"it ended {run.state}"
     elif run.disturbed:
         counted, why = False, "a restart or config change of its scope fell in its window"
+    elif baselines.regressed_against(run, baselines.normal_from(run)):
+        counted, why = False, "it was judged regressed (an operator may include it, or accept it as the new normal)"
     else:
         counted, why = True, "it succeeded undisturbed"
     return {"counted": counted, "why": why, "choice": run.baseline_choice}
@@ -57,6 +61,8 @@ def choose(run: Run, choice: str, reason: str, user=None) -> Run:
         raise ValidationError({"reason": f"At most {REASON_MAX} characters."})
     if choice != BaselineChoice.AUTO and not reason:
         raise ValidationError({"reason": "Say why this run is included or left out."})
+    if choice == BaselineChoice.NEW_NORMAL:
+        return accept_new_normal(run, reason, user)
     if run.state in ACTIVE_RUN_STATES:
         raise ValidationError({"state": f"Run #{run.pk} is {run.state}: choose once it has ended."})
     if choice == BaselineChoice.INCLUDE and run.retry_of_id is not None:
@@ -78,6 +84,36 @@ def choose(run: Run, choice: str, reason: str, user=None) -> Run:
     log_event(
         "note", summary + (f": {reason}" if reason else ""), run=run, user=run.baseline_chosen_by,
         source="operator" if run.baseline_chosen_by else "storageops",
+    )  # fmt: skip
+    return run
+
+
+def accept_new_normal(run: Run, reason: str, user=None) -> Run:
+    """Accept the run's level as the campaign's new normal after a real, intended change (new
+    disks, a new door, a throttle the site chose): later runs are judged against this run and
+    those after it only, so the slowdown it began is no longer a regression, and a return to the
+    old level is a change. Logged as a note with who and why; undone by setting the run back to
+    the rule (choose(run, "auto"))."""
+    reason = (reason or "").strip()
+    if not reason:
+        raise ValidationError({"reason": "Say what changed for good: the next operator must know why the level moved."})
+    if len(reason) > REASON_MAX:
+        raise ValidationError({"reason": f"At most {REASON_MAX} characters."})
+    if run.state in ACTIVE_RUN_STATES:
+        raise ValidationError({"state": f"Run #{run.pk} is {run.state}: accept it once it has ended."})
+    if run.retry_of_id is not None or run.state not in baselines.INCLUDABLE_STATES:
+        raise ValidationError(
+            {"state": f"Run #{run.pk} ({run.state}{', a retry' if run.retry_of_id else ''}) cannot start a baseline: "
+             "accept a succeeded or partial full run."}
+        )  # fmt: skip
+    run.baseline_choice = BaselineChoice.NEW_NORMAL
+    run.baseline_reason = reason
+    run.baseline_chosen_by = user if user is not None and user.is_authenticated else None
+    run.baseline_chosen_at = timezone.now()
+    run.save(update_fields=["baseline_choice", "baseline_reason", "baseline_chosen_by", "baseline_chosen_at"])
+    log_event(
+        "note", f"Run #{run.pk} accepted as the new normal of {run.campaign.name}: {reason}", run=run,
+        user=run.baseline_chosen_by, source="operator" if run.baseline_chosen_by else "storageops",
     )  # fmt: skip
     return run
 

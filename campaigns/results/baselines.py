@@ -22,11 +22,20 @@ second slowest, and one copy slowed by the machine moved it 25 % on a real door 
 throughput stayed within its band. The p95 copy time is judged from P95_MIN_COPIES copies on
 (five or more above it), in the run and in each baseline run.
 
-A figure outside its band is better or regressed by its direction (throughput up is
-better; latency and failure rates down); the run is regressed if any figure is, better if
+A figure outside its band is improved or regressed by its direction (throughput up is
+better; latency and failure rates down); the run is regressed if any figure is, improved if
 some figure is and none regressed, else within. Each figure says by how much (percent of
 the median) and how sure (how many robust standard deviations from the median). The
 disturbing events of the run's scope since the newest baseline run are named as suspects.
+
+A baseline holds its level (issue 34): a run judged regressed is left out of later baselines
+(unless an operator includes it), else a lasting slowdown joins the history it is judged
+against, widens the band until it reads "within", and moves the suspects' window past the
+change. A run still regressed after a regressed run is the same regression, "ongoing since"
+its first run, with that run's suspects; the first run back within its band is "recovered".
+A real, intended change is accepted as the new normal from a run on (BaselineChoice.NEW_NORMAL):
+later baselines start at that run, and the runs from it on count whatever they were told
+against the level before it.
 """
 
 from __future__ import annotations
@@ -147,23 +156,48 @@ INCLUDABLE_STATES = (RunState.SUCCEEDED, RunState.PARTIAL)
 BY_RULE = Q(state=RunState.SUCCEEDED, disturbed=False)
 IN_BASELINE = Q(retry_of__isnull=True) & (
     (BY_RULE & ~Q(baseline_choice=BaselineChoice.EXCLUDE))
-    | Q(baseline_choice=BaselineChoice.INCLUDE, state__in=INCLUDABLE_STATES)
+    | Q(baseline_choice__in=(BaselineChoice.INCLUDE, BaselineChoice.NEW_NORMAL), state__in=INCLUDABLE_STATES)
 )
+
+
+def normal_from(run: Run) -> Run | None:
+    """The latest run of the campaign accepted as the new normal that ended before this run
+    started (or this run itself): the runs before it are of a level the site left behind."""
+    before = run.started_at or run.created
+    return (
+        Run.objects.filter(campaign_id=run.campaign_id, baseline_choice=BaselineChoice.NEW_NORMAL)
+        .filter(Q(finished_at__lt=before) | Q(pk=run.pk))
+        .order_by("-finished_at")
+        .first()
+    )
+
+
+def regressed_against(candidate: Run, mark: Run | None) -> bool:
+    """Whether the candidate was judged regressed against the level now in force: a regressed run
+    stays out of later baselines, except one judged against a level since left behind (a run
+    after an accepted new normal that was told "regressed" against the old one)."""
+    judgement = (candidate.summary or {}).get("judgement") or {}
+    if judgement.get("status") != "regressed" or candidate.baseline_choice != BaselineChoice.AUTO:
+        return False  # an operator's include (or the new normal's own run) counts as chosen
+    return judgement.get("normal_from") == (mark.pk if mark else None)
 
 
 def comparable_runs(run: Run, limit: int = BASELINE_RUNS) -> list[Run]:
     """The campaign's latest runs before this one that a baseline may be made of."""
     before = run.started_at or run.created
+    mark = normal_from(run)
     candidates = (
         Run.objects.filter(campaign_id=run.campaign_id, finished_at__lt=before)
         .filter(IN_BASELINE)
         .exclude(pk=run.pk)
         .order_by("-finished_at")
     )
+    if mark is not None:
+        candidates = candidates.filter(finished_at__gte=mark.finished_at)
     wanted = parameters(run)
     chosen = []
     for candidate in candidates[: limit * 5]:  # parameters differ rarely; a bounded look back
-        if parameters(candidate) == wanted:
+        if parameters(candidate) == wanted and not regressed_against(candidate, mark):
             chosen.append(candidate)
             if len(chosen) == limit:
                 break
@@ -175,6 +209,12 @@ def band_sigmas(n: int) -> float:
     return T_99.get(n - 1, 3.169 if n > 10 else T_99[2]) * math.sqrt(1 + 1 / n)
 
 
+BAND_METHOD = (
+    "median ± t99(n-1)·√(1+1/n)·σ, σ = max(1.4826·MAD, 1.2533·mean absolute deviation); "
+    "at least ±5 % of the median (±1 point for rates); never below 0"
+)
+
+
 def band(values: list[float], is_rate: bool = False) -> dict:
     median = statistics.median(values)
     deviations = [abs(v - median) for v in values]
@@ -183,7 +223,10 @@ def band(values: list[float], is_rate: bool = False) -> dict:
     sigma = max(MAD_TO_SIGMA * statistics.median(deviations), MEAN_AD_TO_SIGMA * statistics.fmean(deviations))
     floor = ABS_RATE_FLOOR if is_rate else REL_FLOOR * abs(median)
     half = max(band_sigmas(len(values)) * sigma, floor)
-    return {"median": median, "sigma": sigma, "low": median - half, "high": median + half}
+    # Every figure judged is a rate, a time or a fraction: a lower edge under zero is a band no
+    # run can fall out of downwards, so it says 0.
+    return {"median": median, "sigma": sigma, "low": max(median - half, 0.0), "high": median + half,
+            "method": BAND_METHOD}  # fmt: skip
 
 
 def judge(run: Run, baseline: list[Run] | None = None, summary: dict | None = None) -> dict:
@@ -197,7 +240,9 @@ def judge(run: Run, baseline: list[Run] | None = None, summary: dict | None = No
         }  # fmt: skip
     baseline = comparable_runs(run) if baseline is None else baseline
     own = figures_of((run.summary or {}) if summary is None else summary)
-    judged = {"baseline_runs": [r.pk for r in baseline], "figures": [], "suspects": []}
+    mark = normal_from(run)
+    judged = {"baseline_runs": [r.pk for r in baseline], "figures": [], "suspects": [],
+              "normal_from": mark.pk if mark else None}  # fmt: skip
     if len(baseline) < MIN_BASELINE_RUNS:
         n = len(baseline)
         return {
@@ -214,13 +259,44 @@ def judge(run: Run, baseline: list[Run] | None = None, summary: dict | None = No
         judged["figures"].append(_judged(figure, value, b, len(values)))
     changed = [f for f in judged["figures"] if f["status"] != "within"]
     regressed = [f for f in changed if f["status"] == "regressed"]
-    judged["status"] = "regressed" if regressed else ("better" if changed else "within")
+    judged["status"] = "regressed" if regressed else ("improved" if changed else "within")
     judged["backends"] = _by_backend(judged["figures"])
-    if regressed:
+    episode = _open_regression(run, mark)
+    if regressed and episode is not None:
+        # The same slowdown as the run before: its start, its suspects, how long it has lasted.
+        judged["ongoing"] = {"since": episode["since"], "runs": episode["runs"] + 1}
+        judged["suspects"] = episode["suspects"]
+    elif regressed:
         since = max(r.finished_at for r in baseline)
         judged["suspects"] = suspects(run, since)
+    elif episode is not None:
+        judged["recovered"] = {"since": episode["since"], "runs": episode["runs"]}
+        judged["status"] = "recovered"
     judged["headline"] = _headline(judged, regressed or changed)
     return judged
+
+
+def _open_regression(run: Run, mark: Run | None) -> dict | None:
+    """The regression the campaign's previous judged run of the same parameters was in, against
+    the level in force now: {"since": its first run, "runs": how many runs it has lasted,
+    "suspects": those named at its start}; None when that run was not regressed."""
+    before = run.started_at or run.created
+    previous = (
+        Run.objects.filter(campaign_id=run.campaign_id, finished_at__lt=before, retry_of__isnull=True,
+                           state__in=INCLUDABLE_STATES, summary__judgement__status__isnull=False)
+        .exclude(pk=run.pk)
+        .order_by("-finished_at")
+    )  # fmt: skip
+    wanted = parameters(run)
+    for candidate in previous[:BASELINE_RUNS]:
+        if parameters(candidate) != wanted:
+            continue
+        judgement = candidate.summary["judgement"]
+        if judgement.get("status") != "regressed" or judgement.get("normal_from") != (mark.pk if mark else None):
+            return None
+        ongoing = judgement.get("ongoing") or {"since": candidate.pk, "runs": 1}
+        return {**ongoing, "suspects": judgement.get("suspects") or []}
+    return None
 
 
 def _by_backend(figures: list[dict]) -> dict[str, str]:
@@ -231,7 +307,7 @@ def _by_backend(figures: list[dict]) -> dict[str, str]:
         if f["backend"]:
             statuses.setdefault(f["backend"], set()).add(f["status"])
     return {
-        name: "regressed" if "regressed" in found else ("better" if "better" in found else "within")
+        name: "regressed" if "regressed" in found else ("improved" if "improved" in found else "within")
         for name, found in sorted(statuses.items())
     }
 
@@ -239,7 +315,7 @@ def _by_backend(figures: list[dict]) -> dict[str, str]:
 def _judged(figure: Figure, value: float, b: dict, n: int) -> dict:
     outside = value < b["low"] or value > b["high"]
     up = value > b["median"]
-    status = "within" if not outside else ("better" if up == figure.higher_is_better else "regressed")
+    status = "within" if not outside else ("improved" if up == figure.higher_is_better else "regressed")
     change = (value - b["median"]) / b["median"] if b["median"] else None
     sigmas = abs(value - b["median"]) / b["sigma"] if b["sigma"] else None
     return {"key": figure.key, "label": figure.label, "value": value, **b, "n": n, "status": status,
@@ -266,13 +342,22 @@ def suspects(run: Run, since: datetime) -> list[dict]:
 
 def _headline(judged: dict, notable: list[dict]) -> str:
     n = len(judged["baseline_runs"])
+    if judged.get("recovered"):
+        r = judged["recovered"]
+        lasted = f"{r['runs']} run{'s' if r['runs'] != 1 else ''}"
+        prefix = f"Recovered: the regression since run #{r['since']} lasted {lasted}. "
+    else:
+        prefix = ""
     if not notable:
-        return f"Within the band of its {n} comparable runs on every figure."
+        return prefix + f"Within the band of its {n} comparable runs on every figure."
     # The figure a site watches first leads (throughput before copy times and rates), then the largest change.
     worst = min(notable, key=lambda f: (_RANK.get(f["key"], len(_RANK)), -abs(f["change"] or 0)))
     change = f"{abs(worst['change']) * 100:.0f} %" if worst["change"] is not None else "off its band"
-    word = "regressed" if judged["status"] == "regressed" else "better"
-    text = f"{worst['label'].capitalize()} {word} {change} against the median of {n} comparable runs"
+    word = "regressed" if worst["status"] == "regressed" else "improved"
+    text = prefix + f"{worst['label'].capitalize()} {word} {change} against the median of {n} comparable runs"
+    if judged.get("ongoing"):
+        o = judged["ongoing"]
+        text += f" (ongoing since run #{o['since']}, {o['runs']} runs)"
     if judged["suspects"]:
         first = judged["suspects"][0]
         when = f"{first['time'][:10]} {first['time'][11:16]} UTC"

@@ -78,6 +78,7 @@ def campaign_history(campaign: Campaign, figure: str = "throughput", limit: int 
             "low": band["low"] if band else None, "high": band["high"] if band else None,
             "median": band["median"] if band else None,
             "counted": standing["counted"], "baseline_why": standing["why"],
+            "ongoing_since": (judgement.get("ongoing") or {}).get("since"),
         })  # fmt: skip
     return {
         "campaign": campaign.pk,
@@ -87,6 +88,23 @@ def campaign_history(campaign: Campaign, figure: str = "throughput", limit: int 
         "points": points,
         "events": _events(runs),
     }
+
+
+def watch(campaign: Campaign) -> dict | None:
+    """The campaign's latest judged run in words for its page, with since when a regression has
+    lasted: {"run", "status", "headline", "since", "runs"}; None before any run was judged."""
+    latest = (
+        Run.objects.filter(campaign=campaign, finished_at__isnull=False, summary__judgement__status__isnull=False)
+        .order_by("-finished_at")
+        .values_list("pk", "summary__judgement")
+        .first()
+    )
+    if latest is None:
+        return None
+    pk, judgement = latest
+    ongoing = judgement.get("ongoing") or ({"since": pk, "runs": 1} if judgement.get("status") == "regressed" else {})
+    return {"run": pk, "status": judgement.get("status", ""), "headline": judgement.get("headline", ""),
+            "since": ongoing.get("since"), "runs": ongoing.get("runs")}  # fmt: skip
 
 
 def _events(runs: list[Run]) -> list[dict]:

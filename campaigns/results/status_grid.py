@@ -17,9 +17,10 @@ LOOK_BACK_RUNS = 2000
 class Cell:
     run_id: int
     state: str
-    judgement: str  # within, better, regressed, no_baseline, or "" for runs judged before it existed
+    judgement: str  # within, improved (better before issue 34), regressed, recovered, no_baseline, or ""
     headline: str
     finished_at: object
+    ongoing_since: int | None = None  # the first run of a regression still going on
 
 
 def grid() -> dict:
@@ -29,17 +30,18 @@ def grid() -> dict:
         .order_by("-finished_at")
         .values_list("pk", "state", "finished_at", "campaign__name", "snapshot__destinations",
                      "summary__judgement__status", "summary__judgement__headline",
-                     "summary__judgement__backends")[:LOOK_BACK_RUNS]
+                     "summary__judgement__backends", "summary__judgement__ongoing__since")[:LOOK_BACK_RUNS]
     )  # fmt: skip
     cells: dict[tuple[str, str], Cell] = {}
-    for pk, state, finished_at, campaign, destinations, status, headline, by_backend in latest:
+    for pk, state, finished_at, campaign, destinations, status, headline, by_backend, since in latest:
         for backend in sorted({d.get("backend_name") or "" for d in destinations or []} - {""}):
             own = (by_backend or {}).get(backend)
             text = headline or ""
             if own and own != status:
                 # A run over several backends is judged on each: this cell is this backend's.
                 text = f"{backend}: {own}. The run: {text}"
-            cells.setdefault((backend, campaign), Cell(pk, state, own or status or "", text, finished_at))
+            cell = Cell(pk, state, own or status or "", text, finished_at, since if status == "regressed" else None)
+            cells.setdefault((backend, campaign), cell)
     campaigns = sorted({c for _, c in cells})
     rows = [
         (backend, [(campaign, cell := cells.get((backend, campaign)), cell_class(cell)) for campaign in campaigns])
@@ -54,4 +56,5 @@ def cell_class(cell: Cell | None) -> str:
         return "empty"
     if cell.state in ("failed", "partial", "cancelled"):
         return "bad" if cell.state == "failed" else "warn"
-    return {"regressed": "bad", "better": "ok", "within": "ok"}.get(cell.judgement, "unknown")
+    ok = ("improved", "better", "within", "recovered")  # "better": judged before issue 34 renamed it
+    return "bad" if cell.judgement == "regressed" else ("ok" if cell.judgement in ok else "unknown")

@@ -35,6 +35,8 @@ log = logging.getLogger(__name__)
 def save_schedule(schedule: CampaignSchedule) -> CampaignSchedule:
     """Validate, save, and make beat's task say the same; one transaction, so never half done."""
     schedule.full_clean()
+    if not schedule.end_reason():  # more runs or a later end given: it may start runs again
+        schedule.finished_at, schedule.finished_reason = None, ""
     with transaction.atomic():
         schedule.save()
         sync_periodic_task(schedule)
@@ -63,7 +65,7 @@ def sync_periodic_task(schedule: CampaignSchedule) -> None:
         "task": SCHEDULED_START_TASK,
         "kwargs": json.dumps({"schedule_id": schedule.pk}),
         "queue": settings.STORAGEOPS_CONTROL_QUEUE,
-        "enabled": schedule.enabled and not schedule.exhausted,
+        "enabled": schedule.enabled and not schedule.end_reason(),
         "description": f"Starts campaign {schedule.campaign.name}; edit it on the campaign's page, not here.",
         "crontab": None,
         "interval": None,
@@ -138,6 +140,10 @@ def fire(schedule_id: int, due_at: datetime | None = None, now: datetime | None 
         reason = "the schedule is disabled"
     elif schedule.exhausted:
         reason = f"the schedule's {schedule.max_runs} runs are done"
+        finish(schedule, now)
+    elif schedule.past_end(now):
+        reason = f"the schedule ended at {schedule.ends_at:%Y-%m-%d %H:%M} UTC"
+        finish(schedule, now)
     else:
         reason = guards.slip_reason(due_at, now, schedule.max_slip_minutes) or guards.window_reason(schedule, now)
     if reason:
@@ -161,6 +167,32 @@ def _start(schedule: CampaignSchedule, *, due_at: datetime, now: datetime) -> De
     except ValidationError as exc:
         return _record(schedule, "; ".join(exc.messages), due_at=due_at, now=now)
     schedule.refresh_from_db()
+    decision = _record(schedule, "started", due_at=due_at, now=now, run=run)
     if schedule.exhausted:
-        sync_periodic_task(schedule)  # the last allowed run: beat stops firing
-    return _record(schedule, "started", due_at=due_at, now=now, run=run)
+        finish(schedule, now)  # the last allowed run: beat stops firing, and the page says so
+    return decision
+
+
+def finish(schedule: CampaignSchedule, now: datetime | None = None) -> bool:
+    """Mark a schedule that will start nothing more (max runs reached, end date passed) as
+    finished, once, with an event, and stop beat firing it. False if it was marked already."""
+    now = now or timezone.now()
+    reason = schedule.end_reason(now)
+    if not reason:
+        return False
+    marked = CampaignSchedule.objects.filter(pk=schedule.pk, finished_at__isnull=True).update(
+        finished_at=now, finished_reason=reason
+    )
+    schedule.finished_at, schedule.finished_reason = now, reason
+    sync_periodic_task(schedule)
+    if not marked:
+        return False
+    campaign = schedule.campaign
+    runs_told = f"{schedule.runs_started} run{'s' if schedule.runs_started != 1 else ''} started"
+    summary = f"Schedule of {campaign.name} finished: {reason} ({runs_told})"
+    detail = {"schedule": schedule.pk, "campaign": campaign.pk, "finished": reason}
+    detail["runs_started"] = schedule.runs_started
+    log_event("schedule", summary, detail=json.dumps(detail))
+    CampaignSchedule.objects.filter(pk=schedule.pk).update(last_decision=summary[:300])
+    log.info("%s", summary)
+    return True

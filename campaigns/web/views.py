@@ -19,6 +19,7 @@ from campaigns import editing, readiness, runs
 from campaigns.dashboard import home_context
 from campaigns.models import Backend, Campaign, CampaignSchedule, Endpoint, ReadinessCheck, Run
 from campaigns.results.history import campaign_history
+from campaigns.results.history import watch as history_watch
 from campaigns.runs import scheduling
 from campaigns.web import campaign_extras, chart_registry
 from campaigns.web.forms import CampaignForm, CampaignScheduleForm, CloneForm, ReadinessForm
@@ -55,6 +56,7 @@ class CampaignDetailView(DetailView):
     def get_context_data(self, **kwargs):
         context = super().get_context_data(**kwargs)
         context["charts"] = chart_registry.campaign_page(self.object.pk)
+        context["watch"] = history_watch(self.object)
         context["site_target_rate_bps"] = settings.STORAGEOPS_TARGET_RATE_BPS
         # Sites run a functional check before any stress test: offered for the endpoints without one.
         endpoints = [*self.object.sources.all(), *self.object.destinations.all()]

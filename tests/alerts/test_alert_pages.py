@@ -18,7 +18,7 @@ SECRET_HOOK = "https://hooks.example.org/hooks/T0-s3cret-token?key=k3y"
 
 def _form(**values) -> dict:
     form = {"name": "storage team", "campaign": "", "kinds": ["regression", "stall"], "email": "team@example.org",
-            "webhook_url": "", "min_interval_minutes": "30", "active": "on"}  # fmt: skip
+            "webhook_url": "", "min_interval_minutes": "30", "repeat_ongoing_hours": "24", "active": "on"}  # fmt: skip
     form.update(values)
     return form
 

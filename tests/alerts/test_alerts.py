@@ -130,3 +130,44 @@ def test_the_admin_action_sends_a_test_alert_and_keeps_the_webhook_secret_out_of
     # requests names the URL's path in its error; the recorded outcome keeps the host only.
     error = Delivery.objects.get(subscription=broken).outcome["webhook"]
     assert "s3cret" not in error and "k3y" not in error and "/…" in error
+
+
+def test_a_lasting_regression_is_told_at_its_start_again_daily_and_at_its_recovery(mailbox, webhook):
+    """Issue 34: the first slowed run alerts with its figure, value, band, median, suspect and
+    link; the runs after it are the same regression, held back until the subscription's repeat
+    interval passed; the first run back within its band alerts once, as recovered."""
+    url, posted = webhook
+    campaign = mock_campaign("lasting", file_count=10, concurrency_steps=[2])
+    Subscription.objects.create(name="team", campaign=campaign, email="team@example.org", webhook_url=url,
+                                min_interval_minutes=0, repeat_ongoing_hours=24)  # fmt: skip
+    now = timezone.now()
+    for i in range(4):
+        _finished(campaign, now - timedelta(hours=6 - i), (100 + i % 2) * MB)
+    change = log_event("config_change", "throttle 20 MB/s", endpoint=campaign.destinations.first(),
+                       time=now - timedelta(minutes=30))  # fmt: skip
+    first = _finished(campaign, now, 20 * MB)
+    [sent] = triggers.run_finished(first)
+    assert sent.state == Delivery.State.SENT and sent.kind == "regression"
+    mail = mailbox.messages[0][2]
+    assert "throughput: 20 MB/s, band 95.5 MB/s – 106 MB/s (median 100 MB/s of 4 runs): regressed" in mail
+    assert f"{change.time:%Y-%m-%d %H:%M} UTC config_change on lasting-dst: throttle 20 MB/s" in mail
+    assert f"https://storageops.example.org/campaigns/runs/{first.pk}/" in mail
+    later = [_finished(campaign, now + timedelta(minutes=10 * (i + 1)), 20 * MB) for i in range(3)]
+    held = [d for run in later for d in triggers.run_finished(run)]
+    assert [d.state for d in held] == [Delivery.State.SUPPRESSED] * 3 and len(mailbox.messages) == 1
+    assert f"(ongoing since run #{first.pk})" in held[-1].subject
+    # A day later the regression still lasts: told again, once.
+    Delivery.objects.filter(state=Delivery.State.SENT).update(time=now - timedelta(hours=25))
+    repeat = _finished(campaign, now + timedelta(minutes=40), 20 * MB)
+    again = triggers.run_finished(repeat)
+    assert [d.state for d in again] == [Delivery.State.SENT] and len(mailbox.messages) == 2
+    assert f"regressed (ongoing since run #{first.pk})" in mailbox.messages[1][2]
+    assert f"(ongoing since run #{first.pk}, 5 runs)" in mailbox.messages[1][2]
+    assert "throttle 20 MB/s" in mailbox.messages[1][2]  # the suspect found at its start
+    back = _finished(campaign, now + timedelta(minutes=50), 100 * MB)
+    [recovered] = triggers.run_finished(back)
+    assert recovered.kind == "recovered" and recovered.state == Delivery.State.SENT
+    assert f"Recovered: the regression since run #{first.pk} lasted 5 runs." in mailbox.messages[2][2]
+    assert posted[-1]["props"] == {"kind": "recovered"} and len(posted) == 3
+    # The next run within its band is quiet.
+    assert triggers.run_finished(_finished(campaign, now + timedelta(minutes=60), 100 * MB)) == []

@@ -103,7 +103,7 @@ def test_the_words_and_the_query_agree_on_every_kind_of_run(nights, operator):
 @pytest.mark.parametrize(
     ("state", "choice", "reason", "field", "message"),
     [
-        ("succeeded", "sometimes", "x", "choice", "Give one of: auto, include, exclude."),
+        ("succeeded", "sometimes", "x", "choice", "Give one of: auto, include, exclude, accepted."),
         ("succeeded", "exclude", "  ", "reason", "Say why this run is included or left out."),
         ("succeeded", "exclude", "x" * 301, "reason", "At most 300 characters."),
         ("running", "exclude", "x", "state", "is running: choose once it has ended."),

@@ -6,12 +6,14 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.core.exceptions import ValidationError
 from django.utils import timezone
 
 from campaigns import runs
-from campaigns.results import baselines
+from campaigns.results import baseline_choice, baselines
 from campaigns.runs.lifecycle import RunDriver
 from collectors.events import log_event
+from collectors.models import Event
 from tests.support.factories import campaign, endpoint, mock_campaign
 
 pytestmark = pytest.mark.django_db
@@ -80,10 +82,11 @@ def test_a_slower_run_is_regressed_on_throughput_with_the_change_named_as_suspec
     assert "config change on " + endpoint.name in judged["headline"]
 
 
-def test_better_and_failure_rates_go_by_their_direction(history):
+def test_improved_and_failure_rates_go_by_their_direction(history):
     campaign, now, _ = history
     faster = baselines.judge(finished(campaign, now, 130 * MB))
-    assert faster["status"] == "better" and not faster["suspects"]
+    assert faster["status"] == "improved" and not faster["suspects"]
+    assert faster["headline"].startswith("Throughput improved 30 %")
     # 5 % of copies failing on checksum timeouts, against none before: regressed on both rates.
     failing = baselines.judge(finished(campaign, now + timedelta(hours=1), 100 * MB, failed=5, timeouts=5))
     keys = {f["key"]: f["status"] for f in failing["figures"]}
@@ -106,7 +109,9 @@ def test_only_comparable_runs_make_a_baseline(history):
 
 
 def test_the_band_has_a_floor_when_the_history_agrees_to_the_byte():
-    assert baselines.band([100.0, 100.0, 100.0]) == {"median": 100.0, "sigma": 0.0, "low": 95.0, "high": 105.0}
+    assert baselines.band([100.0, 100.0, 100.0]) == {
+        "median": 100.0, "sigma": 0.0, "low": 95.0, "high": 105.0, "method": baselines.BAND_METHOD
+    }  # fmt: skip
     assert baselines.band([0.0, 0.0, 0.0], is_rate=True)["high"] == 0.01
     wide = baselines.band([90.0, 100.0, 110.0, 100.0, 95.0])
     # Five runs: Student's t for 4 degrees of freedom, widened for one more run (99 %).
@@ -130,7 +135,7 @@ def test_every_finished_run_is_judged_when_it_ends_and_its_page_shows_it(client,
     assert [r.summary["judgement"]["status"] for r in driven[:3]] == ["no_baseline"] * 3
     last = driven[-1].summary["judgement"]
     # Mock copies' speed is this machine's: which side of the band is not the point here.
-    assert last["status"] in ("within", "better", "regressed")
+    assert last["status"] in ("within", "improved", "regressed")
     assert last["baseline_runs"] == [r.pk for r in reversed(driven[:3])]
     client.force_login(viewer)
     page = client.get(driven[-1].get_absolute_url()).content.decode()
@@ -232,3 +237,92 @@ def test_each_backend_of_a_run_is_judged_on_its_own_copies(client, viewer):
     # A run over one backend has no figures of its own per backend: its one backend is the run.
     single = baselines.figures_of({"total": {"throughput_bps": 1.0}, "backends": {"eos": {"copy_rate_bps": 1.0}}})
     assert set(single) == {"throughput"}
+
+
+def judged(run):
+    """Judge the run and store the judgement, as finalize does when a run ends."""
+    run.summary = {**run.summary, "judgement": baselines.judge(run)}
+    run.save()
+    return run.summary["judgement"]
+
+
+def test_the_band_never_goes_below_zero_for_a_figure_that_cannot():
+    # Four quiet nights and two slowed ones in a history (issue 34): a band of -0.03 to 23.3 MB/s.
+    wide = baselines.band([11.5, 11.8, 11.2, 11.6, 2.3, 2.2])
+    assert wide["low"] == 0.0 and wide["high"] > 11.8 and "never below 0" in wide["method"]
+
+
+def test_a_lasting_slowdown_stays_regressed_ongoing_with_its_suspect_then_recovers(history):
+    """Issue 34: the slowed runs must not join the baselines, each stays regressed (the later ones
+    ongoing since the first, with its suspect), and the first run back is recovered."""
+    campaign, now, past = history
+    change = log_event("config_change", "throttle 4 MB/s on the door", endpoint=campaign.destinations.first(),
+                       time=now - timedelta(minutes=30))  # fmt: skip
+    slow = [finished(campaign, now + timedelta(hours=i), 20 * MB) for i in range(5)]
+    verdicts = [judged(run) for run in slow]
+    assert [v["status"] for v in verdicts] == ["regressed"] * 5
+    assert all(v["baseline_runs"] == [r.pk for r in reversed(past)] for v in verdicts)  # the quiet nights only
+    assert "ongoing" not in verdicts[0]
+    assert [v["ongoing"] for v in verdicts[1:]] == [{"since": slow[0].pk, "runs": n} for n in (2, 3, 4, 5)]
+    assert all([s["event"] for s in v["suspects"]] == [change.pk] for v in verdicts)
+    assert f"(ongoing since run #{slow[0].pk}, 5 runs)" in verdicts[-1]["headline"]
+    band = next(f for f in verdicts[-1]["figures"] if f["key"] == "throughput")
+    assert band["low"] > 90 * MB and band["n"] == 6
+    back = [finished(campaign, now + timedelta(hours=6 + i), 100 * MB) for i in range(3)]
+    after = [judged(run) for run in back]
+    assert after[0]["status"] == "recovered" and after[0]["recovered"] == {"since": slow[0].pk, "runs": 5}
+    assert after[0]["headline"].startswith(f"Recovered: the regression since run #{slow[0].pk} lasted 5 runs.")
+    assert [a["status"] for a in after[1:]] == ["within", "within"]
+    assert next(f for f in after[-1]["figures"] if f["key"] == "throughput")["low"] > 50 * MB
+
+
+def test_an_operator_may_include_a_regressed_run(history, operator):
+    campaign, now, _ = history
+    slow = finished(campaign, now, 60 * MB)
+    judged(slow)
+    assert slow.pk not in baselines.judge(finished(campaign, now + timedelta(hours=1), 100 * MB))["baseline_runs"]
+    assert baseline_choice.standing(slow)["counted"] is False
+    baseline_choice.choose(slow, "include", "the door was rebuilt slower on purpose", user=operator)
+    assert slow.pk in baselines.judge(finished(campaign, now + timedelta(hours=2), 100 * MB))["baseline_runs"]
+
+
+def test_accepting_a_new_normal_starts_a_new_baseline(history, operator):
+    """After "accept as the new normal" from the first slowed run, the slowed level is the
+    baseline and a return to the old speed is improved, not regressed."""
+    campaign, now, _ = history
+    slow = [finished(campaign, now + timedelta(hours=i), 20 * MB + i * 100_000) for i in range(3)]
+    for run in slow:
+        judged(run)
+    with pytest.raises(ValidationError):
+        baseline_choice.accept_new_normal(slow[0], "", user=operator)
+    baseline_choice.choose(slow[0], "accepted", "door2 moved to the slower pool for good", user=operator)
+    note = Event.objects.filter(kind="note", run_id=slow[0].pk).latest("time")
+    assert note.user == operator and "accepted as the new normal" in note.summary and "slower pool" in note.summary
+    assert baseline_choice.standing(slow[0])["counted"] is True
+    nxt = finished(campaign, now + timedelta(hours=4), 20.1 * MB)
+    verdict = judged(nxt)
+    # The three slowed runs (each told "regressed" against the old level) are the baseline now.
+    assert verdict["baseline_runs"] == [r.pk for r in reversed(slow)] and verdict["normal_from"] == slow[0].pk
+    assert verdict["status"] == "within", verdict["headline"]
+    fast = judged(finished(campaign, now + timedelta(hours=5), 100 * MB))
+    assert fast["status"] == "improved" and fast["headline"].startswith("Throughput improved")
+    # An operator who sets the run back to the rule undoes it: the old level is the baseline again.
+    baseline_choice.choose(slow[0], "auto", "", user=operator)
+    assert baselines.judge(finished(campaign, now + timedelta(hours=6), 20 * MB))["status"] == "regressed"
+
+
+def test_the_campaign_page_and_the_grid_say_since_when_a_regression_lasts(history, client, viewer):
+    campaign, now, _ = history
+    slow = [finished(campaign, now + timedelta(hours=i), 20 * MB) for i in range(3)]
+    for run in slow:
+        judged(run)
+    client.force_login(viewer)
+    page = client.get(campaign.get_absolute_url()).content.decode()
+    assert f'data-regressed-since="{slow[0].pk}"' in page and f"#{slow[0].pk}</a> (3 runs)" in page
+    grid = client.get("/campaigns/status/").content.decode()
+    assert f'data-ongoing-since="{slow[0].pk}"' in grid and f"since #{slow[0].pk}" in grid
+    run_page = client.get(slow[-1].get_absolute_url()).content.decode()
+    assert f"regressed (ongoing since #{slow[0].pk})" in run_page and 'id="band-method" data-n="6"' in run_page
+    judged(finished(campaign, now + timedelta(hours=4), 100 * MB))
+    page = client.get(campaign.get_absolute_url()).content.decode()
+    assert 'data-watch="recovered"' in page and "data-regressed-since" not in page

@@ -140,6 +140,38 @@ def test_max_runs_then_the_task_is_disabled():
     assert Run.objects.filter(campaign=campaign, trigger="schedule").count() == 2
     assert not PeriodicTask.objects.get(pk=s.periodic_task_id).enabled
     assert "the schedule's 2 runs are done" in skips(campaign)[0]
+    # Issue 34: the schedule says it finished, once, and no longer reads "enabled".
+    s.refresh_from_db()
+    assert s.status == "finished: max runs reached" and s.finished_at == WEDNESDAY + timedelta(minutes=1)
+    [ended] = Event.objects.filter(kind="schedule", summary__contains="finished")
+    assert ended.summary == "Schedule of twice finished: max runs reached (2 runs started)"
+    # More runs allowed: it may start again, and finishes again at the new count.
+    s.max_runs = 3
+    scheduling.save_schedule(s)
+    assert s.status == "enabled" and s.finished_at is None and PeriodicTask.objects.get(pk=s.periodic_task_id).enabled
+    due = WEDNESDAY + timedelta(minutes=5)
+    assert scheduling.fire(s.pk, due_at=due, now=due).started is not None
+    s.refresh_from_db()
+    assert s.status == "finished: max runs reached"
+    assert Event.objects.filter(kind="schedule", summary__contains="finished").count() == 2
+
+
+def test_a_schedule_past_its_end_date_finishes_and_says_so(client, viewer):
+    campaign = mock_campaign("until-noon", allow_overlap=True)
+    s = schedule_for(campaign, ends_at=WEDNESDAY + timedelta(minutes=1, seconds=30))
+    for minute in range(3):
+        due = WEDNESDAY + timedelta(minutes=minute)
+        scheduling.fire(s.pk, due_at=due, now=due)
+    assert Run.objects.filter(campaign=campaign, trigger="schedule").count() == 2
+    assert "the schedule ended at 2026-11-25 09:31 UTC" in skips(campaign)[0]
+    s.refresh_from_db()
+    assert s.status == "finished: past its end date" and not PeriodicTask.objects.get(pk=s.periodic_task_id).enabled
+    assert Event.objects.filter(summary="Schedule of until-noon finished: past its end date (2 runs started)").exists()
+    client.force_login(viewer)
+    page = client.get(f"/campaigns/{campaign.pk}/schedule/").content.decode()  # the card the campaign page loads
+    assert 'data-schedule-status="finished: past its end date"' in page
+    api = client.get(f"/api/v1/schedules/{s.pk}/").json()
+    assert api["status"] == "finished: past its end date" and api["finished_reason"] == "past its end date"
 
 
 def test_overlap_on_the_destination_backend_is_refused_unless_allowed():
