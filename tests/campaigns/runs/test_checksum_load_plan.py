@@ -10,6 +10,7 @@ from django.core.exceptions import ValidationError
 from campaigns import runs
 from campaigns.choices import CampaignKind, RunState
 from campaigns.models import Run, Transfer
+from campaigns.results import concurrency
 from campaigns.runs.lifecycle import RunDriver
 from campaigns.runs.planning import plan
 from tests.api.test_runs_api import api
@@ -50,7 +51,11 @@ def test_requests_record_latency_and_the_answer_per_step():
     assert all(t.duration is not None and t.state == "succeeded" for t in rows)
     assert [(s["concurrency"], s["files_ok"]) for s in run.summary["steps"]] == [(1, 3), (3, 3)]
     assert all(s["latency_p95"] is not None for s in run.summary["steps"])
-    assert run.summary["verdict"]["status"] in ("levelled", "still_rising")
+    # Instant mock copies on a busy machine may leave gaps between copies, so a step can run
+    # below its target: the verdict must then say it cannot judge, and judge the curve otherwise.
+    off = [concurrency.achieved(step)[2] for step in run.summary["steps"]]
+    expected = ("inconclusive",) if all(off) else ("levelled", "still_rising")
+    assert run.summary["verdict"]["status"] in expected, (off, run.summary["verdict"]["headline"])
 
 
 def test_a_failed_request_is_categorised():

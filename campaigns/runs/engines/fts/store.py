@@ -11,7 +11,8 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, Value
+from django.db.models.functions import Greatest
 
 from campaigns.choices import TransferState
 from campaigns.models import Run, RunStep, Transfer, buckets
@@ -172,6 +173,11 @@ def cancelled_duration(outcome: FileOutcome) -> float | None:
 
 
 def mark_measured(run_id: int, step: int, at: float) -> int:
-    """The step ran at its concurrency from `at` (epoch seconds, FTS's clock): RunStep.measured_from."""
+    """The step ran at its concurrency from `at` (epoch seconds, FTS's clock): RunStep.measured_from.
+
+    Never before the step's own start: FTS gives its times in whole seconds, so a copy that began
+    with the step can read up to a second earlier than the step (PostgreSQL's GREATEST skips a
+    NULL start)."""
     when = datetime.fromtimestamp(at, UTC)
-    return RunStep.objects.filter(run_id=run_id, index=step, measured_from__isnull=True).update(measured_from=when)
+    rows = RunStep.objects.filter(run_id=run_id, index=step, measured_from__isnull=True)
+    return rows.update(measured_from=Greatest(Value(when), F("started_at")))
