@@ -90,18 +90,32 @@ def campaign_history(campaign: Campaign, figure: str = "throughput", limit: int 
     }
 
 
-def watch(campaign: Campaign) -> dict | None:
+def watch(campaign: Campaign, recent: list[Run] | None = None, complete: bool = False) -> dict | None:
     """The campaign's latest judged run in words for its page, with since when a regression has
-    lasted: {"run", "status", "headline", "since", "runs"}; None before any run was judged."""
-    latest = (
-        Run.objects.filter(campaign=campaign, finished_at__isnull=False, summary__judgement__status__isnull=False)
-        .order_by("-finished_at")
-        .values_list("pk", "summary__judgement")
-        .first()
-    )
-    if latest is None:
+    lasted: {"run", "status", "headline", "since", "runs"}; None before any run was judged.
+
+    `recent`: runs the page has loaded already (newest first); the latest judged one is read from
+    them without a query, and the database is asked only when none of them was judged and older
+    runs may exist (`complete` False: `recent` is a slice of the campaign's runs)."""
+    judged = [
+        (run.finished_at, run.pk, run.summary["judgement"])
+        for run in recent or ()
+        if run.finished_at and isinstance(run.summary, dict) and (run.summary.get("judgement") or {}).get("status")
+    ]
+    if judged:
+        _, pk, judgement = max(judged, key=lambda item: item[0])
+    elif recent is not None and complete:
         return None
-    pk, judgement = latest
+    else:
+        latest = (
+            Run.objects.filter(campaign=campaign, finished_at__isnull=False, summary__judgement__status__isnull=False)
+            .order_by("-finished_at")
+            .values_list("pk", "summary__judgement")
+            .first()
+        )
+        if latest is None:
+            return None
+        pk, judgement = latest
     ongoing = judgement.get("ongoing") or ({"since": pk, "runs": 1} if judgement.get("status") == "regressed" else {})
     return {"run": pk, "status": judgement.get("status", ""), "headline": judgement.get("headline", ""),
             "since": ongoing.get("since"), "runs": ongoing.get("runs")}  # fmt: skip

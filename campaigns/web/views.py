@@ -43,12 +43,16 @@ class CampaignListView(ListView):
         )
 
 
+#: Runs listed on a campaign's page, newest first.
+RECENT_RUNS = 50
+
+
 class CampaignDetailView(DetailView):
     model = Campaign
 
     def get_queryset(self):
-        # The latest 50 runs only (a sliced prefetch): a campaign run nightly for years has thousands.
-        recent = Run.objects.select_related("campaign").order_by("-created")[:50]
+        # The latest runs only (a sliced prefetch): a campaign run nightly for years has thousands.
+        recent = Run.objects.select_related("campaign").order_by("-created")[:RECENT_RUNS]
         return Campaign.objects.prefetch_related(
             "sources", "destinations", Prefetch("runs", queryset=recent, to_attr="recent_runs")
         )
@@ -56,7 +60,8 @@ class CampaignDetailView(DetailView):
     def get_context_data(self, **kwargs):
         context = super().get_context_data(**kwargs)
         context["charts"] = chart_registry.campaign_page(self.object.pk)
-        context["watch"] = history_watch(self.object)
+        recent = self.object.recent_runs
+        context["watch"] = history_watch(self.object, recent, complete=len(recent) < RECENT_RUNS)
         context["site_target_rate_bps"] = settings.STORAGEOPS_TARGET_RATE_BPS
         # Sites run a functional check before any stress test: offered for the endpoints without one.
         endpoints = [*self.object.sources.all(), *self.object.destinations.all()]
