@@ -8,7 +8,6 @@ never answers: the run records a timeout within the campaign's timeout and ten s
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 
@@ -23,6 +22,7 @@ from campaigns.runs.engines.gfal2.copy_threads import GIVE_UP, CopyThreads
 from campaigns.runs.lifecycle import RunDriver
 from collectors.models import Event
 from tests.support.factories import campaign, endpoint, mock_campaign
+from tests.support.silent_tcp import silent_tcp_server
 
 
 class _Hanging:
@@ -105,30 +105,8 @@ def test_a_copy_that_ignores_the_cancel_is_given_up_and_its_slot_refilled():
 @pytest.fixture
 def silent_door():
     """A TCP port that accepts connections and never says a word: a door hung mid-restart."""
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(64)
-    held: list[socket.socket] = []
-    stop = threading.Event()
-
-    def accept() -> None:
-        listener.settimeout(0.2)
-        while not stop.is_set():
-            try:
-                held.append(listener.accept()[0])
-            except OSError:
-                continue
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    try:
-        yield listener.getsockname()[1]
-    finally:
-        stop.set()
-        thread.join(2)
-        for conn in held:
-            conn.close()
-        listener.close()
+    with silent_tcp_server() as port:
+        yield port
 
 
 @pytest.mark.django_db(transaction=True)

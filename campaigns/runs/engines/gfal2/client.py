@@ -305,22 +305,29 @@ class Gfal2Copier:
         if written != size:
             raise OSError(0, f"{url}: {written} bytes on the storage after writing {size}")
 
+    @contextmanager
+    def _namespace_context(self) -> Iterator[object]:
+        """This thread's context for a stat, checksum, listing or delete, registered as busy so
+        that cancel_all() reaches these too (a deadline kept by the caller: deadline.py)."""
+        ctx = self._context()[0]
+        with self.in_flight(ctx), _as_os_error():
+            yield ctx
+
     def size_of(self, url: str) -> int:
         """The file's size on the storage (clean-up's first proof); OSError with gfal2's errno."""
-        with _as_os_error():
-            return self._context()[0].stat(url).st_size
+        with self._namespace_context() as ctx:
+            return ctx.stat(url).st_size
 
     def checksum_of(self, url: str, algorithm: str) -> str:
         """The storage's own checksum of the file (clean-up's second proof)."""
-        with _as_os_error():
-            return self._context()[0].checksum(url, algorithm).lower()
+        with self._namespace_context() as ctx:
+            return ctx.checksum(url, algorithm).lower()
 
     def list_files(self, url: str) -> list[tuple[str, int]]:
         """The regular files directly in a folder, (name, size), sorted by name; sub-folders and
         other entries are left out. OSError with gfal2's errno and message."""
         folder = url if url.endswith("/") else url + "/"
-        with _as_os_error():
-            ctx = self._context()[0]
+        with self._namespace_context() as ctx:
             found = []
             for name in sorted(ctx.listdir(folder)):
                 if name in (".", ".."):
@@ -339,8 +346,8 @@ class Gfal2Copier:
         self._namespace_call("rmdir", url)
 
     def _namespace_call(self, operation: str, url: str) -> None:
-        with _as_os_error():
-            getattr(self._context()[0], operation)(url)
+        with self._namespace_context() as ctx:
+            getattr(ctx, operation)(url)
 
 
 @contextmanager

@@ -22,10 +22,9 @@ from collections import Counter
 from dataclasses import dataclass
 
 from campaigns.runs.engines.base import CopyJob, CopyResult
+from campaigns.runs.engines.gfal2.deadline import GIVE_UP, in_background
 
 _IDLE_POLL = 0.2
-# How long a cancelled copy may take to return before it is given up.
-GIVE_UP = 5.0
 
 
 @dataclass
@@ -168,7 +167,7 @@ class CopyThreads:
                     self._given_up.add(ident)
                     give_up.append(slot)
         for ident in cancel:
-            _in_background(self.copier.cancel_thread, ident)
+            in_background(self.copier.cancel_thread, ident)
         for slot in give_up:
             self.results.put(self._timed_out(slot, None))
         if give_up and not self._closed.is_set():
@@ -240,7 +239,7 @@ class CopyThreads:
             return got
 
     def cancel_running(self) -> None:
-        _in_background(self.copier.cancel_all)
+        in_background(self.copier.cancel_all)
 
     def close(self, timeout: float = 5.0) -> None:
         """Stop the threads; waits `timeout` seconds in all (a copy given up may never return)."""
@@ -251,9 +250,3 @@ class CopyThreads:
         for thread in self._threads:
             if thread.ident not in self._given_up:
                 thread.join(timeout=max(end - time.monotonic(), 0.0))
-
-
-def _in_background(call, *args) -> None:
-    """gfal2's context.cancel() was seen to block for as long as the copy it cancels (a door
-    that accepts and never answers): it must never hold up the driver's loop."""
-    threading.Thread(target=call, args=args, name="cancel", daemon=True).start()
