@@ -4,17 +4,23 @@ copies in both directions in every mode the two schemes share; then every file i
 and proved gone. Each step passes or fails with the storage's own message. A step that needs a
 file an earlier step failed to write is not run, and says which step it waited for: with a
 read-only destination exactly the steps that write there fail.
+
+Each step runs under a deadline, its endpoint's timeout (the smallest of the endpoints it
+touches): at the deadline its gfal2 call is cancelled, and given up if it does not return. While
+it works the worker renews its lease and looks for a cancel every second (readiness_lease). What
+the check wrote is removed at every ending (readiness_probes).
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import errno
+import logging
 import os
 import subprocess
 import tempfile
 import time
+import traceback
 import zlib
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -25,15 +31,18 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from campaigns.models import Endpoint, ReadinessCheck
+from campaigns import readiness_lease as lease
+from campaigns.models import Endpoint, ReadinessCheck, ReadinessGrid
+from campaigns.readiness_probes import probe_url, remove_probes
 from campaigns.runs.engines.base import CopyJob, CopyOptions, EndpointCredentials
 from campaigns.runs.engines.gfal2.client import Gfal2Copier
+from campaigns.runs.engines.gfal2.deadline import Stopped, call_with_deadline
 from campaigns.runs.engines.gfal2.executor import endpoint_credentials
-from campaigns.runs.planning import endpoint_folder_url
+from campaigns.runs.leases import executor_id
+
+log = logging.getLogger(__name__)
 
 PROBE_BYTES = 1024 * 1024
-STEP_TIMEOUT = 120  # seconds gfal2 may take for one step
-FOLDER = "storageops-readiness"
 _HTTP = frozenset({"davs", "https", "http", "dav"})
 _ROOT = frozenset({"root", "roots", "xroot", "xroots"})
 
@@ -49,9 +58,12 @@ class Step:
     destination: str = ""
     mode: str = ""  # tpc: pull, push or tpc (XRootD's: the destination always pulls)
     needs: tuple[str, ...] = ()
-    state: str = "pending"  # passed, failed, skipped
+    state: str = "pending"  # running, passed, failed, skipped, cancelled
     message: str = ""
     seconds: float | None = None
+    started: float | None = None  # epoch: the page shows a running step's elapsed time
+    deadline: int = 0  # seconds: the timeout of the endpoints it touches
+    stopped: bool = False  # cut short (deadline, cancel, lost worker): it may have left a partial file
     credentials: str = ""
     auth: tuple = ()  # (endpoint name, credential kind: token, x509 or "") the step presents
     extra: dict = field(default_factory=dict)
@@ -82,10 +94,9 @@ def auth_variants(endpoint: Endpoint) -> list[tuple[str, str]]:
 def plan(check: ReadinessCheck) -> list[Step]:
     """Every step of a check, in the order it runs."""
     endpoints = [check.endpoint, *([check.peer] if check.peer_id else [])]
-    folder = f"{FOLDER}/check-{check.pk}"
 
     def url(endpoint: Endpoint, name: str) -> str:
-        return endpoint_folder_url({"url": endpoint.url, "protocol": endpoint.protocol}, folder) + name
+        return probe_url(endpoint, check.pk, name)
 
     variants = {ep.name: auth_variants(ep) for ep in endpoints}
 
@@ -141,14 +152,19 @@ def plan(check: ReadinessCheck) -> list[Step]:
             Step(f"delete:{target}", f"Delete {target.rsplit('/', 1)[1]} on {ep.name}", "delete", ep.name, True,
                  destination=target, needs=(key,), credentials=label, auth=((ep.name, kind),))
         )  # fmt: skip
+    timeouts = {ep.name: ep.timeout for ep in endpoints}
+    for step in steps:
+        step.deadline = min(timeouts[name] for name, _ in step.auth)
     return steps
 
 
-def start(endpoint: Endpoint, peer: Endpoint | None = None, *, user=None) -> ReadinessCheck:
+def start(
+    endpoint: Endpoint, peer: Endpoint | None = None, *, user=None, grid: ReadinessGrid | None = None
+) -> ReadinessCheck:
     """Record a check and hand it to a transfers worker once the transaction commits."""
     with transaction.atomic():
         check = ReadinessCheck(
-            endpoint=endpoint, peer=peer, requested_by=user if user and user.is_authenticated else None
+            endpoint=endpoint, peer=peer, grid=grid, requested_by=user if user and user.is_authenticated else None
         )
         check.save()
         transaction.on_commit(lambda: current_app.send_task("campaigns.readiness_check", (check.pk,)))
@@ -169,33 +185,61 @@ CopierFactory = Callable[[CopyOptions, list[EndpointCredentials]], Gfal2Copier]
 
 
 def run_check(check: ReadinessCheck, copier_factory: CopierFactory = Gfal2Copier) -> ReadinessCheck:
-    """Run every step of `check` now, saving its record after each step (the page follows it)."""
+    """Run every step of the queued `check` now under this worker's lease, saving its record
+    after each step (the page follows it); whatever happens, its files are removed at the end.
+    A check another worker took, or one cancelled before it began, is returned as it is."""
+    executor = executor_id()
+    if not lease.take(check.pk, executor):
+        check.refresh_from_db()
+        return check
+    watch = lease.Watch(check.pk, executor)
+    steps = plan(check)
+    crash = ""
+    try:
+        _run_steps(check, steps, watch, copier_factory, executor)
+    except Exception:  # any fault ends the check failed, never running for good
+        log.exception("readiness check %s crashed", check.pk)
+        crash = traceback.format_exc(limit=-1).strip().splitlines()[-1]
+    if watch.lost:
+        # The recovery ended it (this worker was silent too long) and removes its files.
+        check.refresh_from_db()
+        return check
+    check.steps = [asdict(s) for s in steps]
+    left = remove_probes(check, copier_factory, keepalive=lambda: lease.save(check.pk, executor))
+    state, summary = _outcome(steps, cancelled=watch.cancelled, crash=crash, left=left)
+    lease.save(check.pk, executor, state=state, summary=summary, steps=check.steps, finished_at=timezone.now())
+    lease.finished(check.pk)
+    check.refresh_from_db()
+    return check
+
+
+def _run_steps(
+    check: ReadinessCheck, steps: list[Step], watch: lease.Watch, copier_factory: CopierFactory, executor: str
+) -> None:
     endpoints = [check.endpoint, *([check.peer] if check.peer_id else [])]
     credentials = dict(zip([ep.name for ep in endpoints], endpoint_credentials(endpoints), strict=True))
-    steps = plan(check)
-    check.state, check.started_at = ReadinessCheck.State.RUNNING, timezone.now()
-    check.steps = [asdict(s) for s in steps]
-    check.save(update_fields=["state", "started_at", "steps", "last_updated"])
+
+    def save() -> None:
+        lease.save(check.pk, executor, steps=[asdict(s) for s in steps])
+
+    save()
     data = os.urandom(PROBE_BYTES)
     with tempfile.TemporaryDirectory(prefix="storageops-readiness-") as scratch:
         local = Path(scratch) / "probe"
         local.write_bytes(data)
-        runner = _Runner(copier_factory, credentials, data, local, Path(scratch))
+        runner = _Runner(copier_factory, credentials, data, local, Path(scratch), watch)
         for i, step in enumerate(steps):
-            waiting = [s for s in steps[:i] if s.key in step.needs and s.state != "passed"]
-            if waiting:
+            if watch.cancelled or watch.lost or watch():
+                if watch.lost:
+                    return
+                step.state, step.message = "skipped", "Not run: the check was cancelled."
+            elif waiting := [s for s in steps[:i] if s.key in step.needs and s.state != "passed"]:
                 step.state, step.message = "skipped", f"Not run: {waiting[0].title} did not pass."
             else:
+                step.state, step.started = "running", time.time()
+                save()
                 runner.run(step)
-            check.steps[i] = asdict(step)
-            check.save(update_fields=["steps", "last_updated"])
-        runner.remove_folders(steps)
-    failed = [s for s in steps if s.state != "passed"]
-    check.state = ReadinessCheck.State.FAILED if failed else ReadinessCheck.State.PASSED
-    check.finished_at = timezone.now()
-    check.summary = _summary(steps, failed)
-    check.save(update_fields=["state", "finished_at", "summary", "last_updated"])
-    return check
+            save()
 
 
 def _summary(steps: list[Step], failed: list[Step]) -> str:
@@ -203,35 +247,67 @@ def _summary(steps: list[Step], failed: list[Step]) -> str:
     if not failed:
         return f"All {len(steps)} steps passed."
     first = next((s for s in failed if s.state == "failed"), failed[0])
-    return f"{passed} of {len(steps)} steps passed; first failure: {first.title}: {first.message}"[:300]
+    return f"{passed} of {len(steps)} steps passed; first failure: {first.title}: {first.message}"
+
+
+def _outcome(steps: list[Step], *, cancelled: bool, crash: str, left: list[str]) -> tuple[str, str]:
+    """The check's final state and summary line."""
+    State = ReadinessCheck.State
+    kept = f"; not removed: {'; '.join(left)}" if left else ""
+    if crash:
+        return State.FAILED, f"failed: {crash}{kept}"[:300]
+    if cancelled:
+        done = sum(1 for s in steps if s.state == "passed")
+        return State.CANCELLED, f"Cancelled after {done} of {len(steps)} steps passed; its files removed{kept}"[:300]
+    failed = [s for s in steps if s.state != "passed"]
+    return (State.FAILED if failed else State.PASSED), (_summary(steps, failed) + kept)[:300]
 
 
 class _Runner:
     """Runs one step with a copier of the options the step needs."""
 
-    def __init__(self, factory: CopierFactory, credentials: dict, data: bytes, local: Path, scratch: Path) -> None:
-        self.factory, self.credentials = factory, credentials
+    def __init__(
+        self, factory: CopierFactory, credentials: dict, data: bytes, local: Path, scratch: Path, watch: lease.Watch
+    ) -> None:
+        self.factory, self.credentials, self.watch = factory, credentials, watch
         self.data, self.local, self.scratch = data, local, scratch
         self.adler32 = f"{zlib.adler32(data):08x}"
 
-    def copier(self, step: Step | None = None, mode: str = "auto", checksum: str = "none") -> Gfal2Copier:
-        """A copier presenting the credentials `step` checks (every credential without a step)."""
-        tpc_mode = mode if mode in ("pull", "push") else "auto"
-        options = CopyOptions(tpc_mode=tpc_mode, checksum_mode=checksum, timeout=STEP_TIMEOUT)
-        auth = dict(step.auth) if step else {}
+    def copier(self, step: Step) -> Gfal2Copier:
+        """A copier presenting the credentials `step` checks, with its deadline as gfal2's timeout."""
+        tpc_mode = step.mode if step.mode in ("pull", "push") else "auto"
+        checksum = "both" if step.operation == "tpc" else "none"
+        options = CopyOptions(tpc_mode=tpc_mode, checksum_mode=checksum, timeout=step.deadline)
+        auth = dict(step.auth)
         return self.factory(options, [_only(c, auth.get(name, "")) for name, c in self.credentials.items()])
 
     def run(self, step: Step) -> None:
+        """Run the step under its deadline; the watch renews the lease and may stop it (cancel)."""
         tick = time.monotonic()
+        copier = self.copier(step)
+        operation = getattr(self, f"_{step.operation}")
         try:
-            message = getattr(self, f"_{step.operation}")(step)
+            message = call_with_deadline(copier, lambda: operation(step, copier), step.deadline, tick=self.watch)
+        except Stopped as stopped:
+            step.stopped = True
+            step.state, step.message = self._stopped(step, stopped)
         except OSError as exc:
             step.state, step.message = "failed", _words(exc)
         else:
             step.state, step.message = "passed", message
         step.seconds = round(time.monotonic() - tick, 3)
 
-    def _proxy(self, step: Step) -> str:
+    def _stopped(self, step: Step, stopped: Stopped) -> tuple[str, str]:
+        ended = "ignored the cancel and was left behind" if stopped.given_up else "was cancelled through gfal2"
+        said = f"; the storage said: {_words(stopped.error)}" if isinstance(stopped.error, OSError) else ""
+        if stopped.reason == "deadline":
+            limit = f"{step.deadline} s deadline (the endpoint's timeout)"
+            return "failed", f"No answer within the {limit}: the call {ended}{said}"
+        if self.watch.cancelled:
+            return "cancelled", f"Cancelled while it ran: the call {ended}"
+        return "failed", f"Stopped: this worker lost the check's lease{said}"
+
+    def _proxy(self, step: Step, copier: Gfal2Copier) -> str:
         path = Path(self.credentials[step.endpoint].x509_proxy)
         if not path.is_file():
             raise OSError(errno.ENOENT, f"the X.509 proxy {path} does not exist")
@@ -249,41 +325,40 @@ class _Runner:
             raise OSError(0, f"the X.509 proxy {path} expired at {until}")
         return f"{path}: valid until {until}"
 
-    def _upload(self, step: Step) -> str:
-        self.copier(step).upload(str(self.local), step.destination)
+    def _upload(self, step: Step, copier: Gfal2Copier) -> str:
+        copier.upload(str(self.local), step.destination)
         return f"{len(self.data):,} bytes written"
 
-    def _stat(self, step: Step) -> str:
-        size = self.copier(step).size_of(step.source)
+    def _stat(self, step: Step, copier: Gfal2Copier) -> str:
+        size = copier.size_of(step.source)
         if size != len(self.data):
             raise OSError(0, f"the storage says {size:,} bytes; {len(self.data):,} were written")
         return f"{size:,} bytes"
 
-    def _checksum(self, step: Step) -> str:
-        value = self.copier(step).checksum_of(step.source, "adler32").zfill(8)
+    def _checksum(self, step: Step, copier: Gfal2Copier) -> str:
+        value = copier.checksum_of(step.source, "adler32").zfill(8)
         if value != self.adler32:
             raise OSError(0, f"the storage says adler32 {value}; the data written has {self.adler32}")
         return f"adler32 {value}, equal to the data written"
 
-    def _download(self, step: Step) -> str:
+    def _download(self, step: Step, copier: Gfal2Copier) -> str:
         target = self.scratch / f"download-{step.key.replace('/', '_')}"
-        result = self.copier(step).copy(_job(step.source, f"file://{target}"))
+        result = copier.copy(_job(step.source, f"file://{target}"))
         if not result.ok:
             raise OSError(result.code or 0, result.message)
         if target.read_bytes() != self.data:
             raise OSError(0, f"the {target.stat().st_size:,} bytes read back differ from the data written")
         return f"{len(self.data):,} bytes read back, equal to the data written"
 
-    def _tpc(self, step: Step) -> str:
+    def _tpc(self, step: Step, copier: Gfal2Copier) -> str:
         # gfal2 compares the source's and the destination's adler32 itself ("both").
         job = _job(step.source, step.destination, self.adler32)
-        result = self.copier(step, step.mode, checksum="both").copy(job)
+        result = copier.copy(job)
         if not result.ok:
             raise OSError(result.code or 0, result.message)
         return f"copied as {result.copy_mode or 'reported by gfal2'}; adler32 {self.adler32} on both sides"
 
-    def _delete(self, step: Step) -> str:
-        copier = self.copier(step)
+    def _delete(self, step: Step, copier: Gfal2Copier) -> str:
         copier.remove(step.destination)
         try:
             copier.size_of(step.destination)
@@ -292,14 +367,6 @@ class _Runner:
                 return "deleted; a stat after it finds no file"
             raise
         raise OSError(0, "the storage still lists the file after deleting it")
-
-    def remove_folders(self, steps: list[Step]) -> None:
-        """The check's own folder on each endpoint, best effort: its files are the steps' business.
-        A copy lands in its destination's folder, which that endpoint's upload also wrote to."""
-        for folder in {s.destination.rsplit("/", 1)[0] for s in steps if s.operation == "upload"}:
-            # If it stays (not empty, or a plugin without rmdir), the page names it by the check's id.
-            with contextlib.suppress(OSError):
-                self.copier().remove_folder(folder)
 
 
 def _only(credentials: EndpointCredentials, kind: str) -> EndpointCredentials:

@@ -7,7 +7,7 @@ from celery.signals import worker_ready
 from django.conf import settings
 from django.utils.dateparse import parse_datetime
 
-from campaigns import readiness, runs
+from campaigns import readiness, readiness_grid, readiness_lease, readiness_probes, runs
 from campaigns.models import ReadinessCheck, Run
 from campaigns.runs import cleanup, scheduling
 from campaigns.runs.client_pool import serve
@@ -37,6 +37,8 @@ def client_serve(run_id: int, drive: str, client: str) -> dict:
 
 @shared_task(name="campaigns.recover_runs", soft_time_limit=60, time_limit=90)
 def recover_runs() -> list[int]:
+    # Readiness checks hold leases as runs do: the same beat entry ends those whose worker died.
+    readiness_lease.recover_lost_checks()
     return runs.recover_stale_runs()
 
 
@@ -62,4 +64,17 @@ def cleanup_run(run_id: int) -> dict:
 @shared_task(name="campaigns.readiness_check", ignore_result=True, soft_time_limit=3600, time_limit=3660)
 def readiness_check(check_id: int) -> str:
     # On the transfers queue: its steps are gfal2 operations against the storage, as copies are.
+    # The time limit is a last resort: each step has its own deadline, the lease tells liveness.
     return readiness.run_check(ReadinessCheck.objects.select_related("endpoint", "peer").get(pk=check_id)).state
+
+
+@shared_task(name="campaigns.readiness_remove_probes", ignore_result=True, soft_time_limit=3600, time_limit=3660)
+def readiness_remove_probes(check_id: int) -> list[str]:
+    # Sent by the recovery for a check whose worker died: its files, read from its record.
+    return readiness_probes.remove_probes(ReadinessCheck.objects.select_related("endpoint", "peer").get(pk=check_id))
+
+
+@shared_task(name="campaigns.readiness_grid", ignore_result=True, soft_time_limit=60, time_limit=90)
+def readiness_grid_start() -> int:
+    # The daily schedule's task (a django-celery-beat PeriodicTask the grid page sets).
+    return readiness_grid.start_grid(trigger="schedule").pk

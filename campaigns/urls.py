@@ -30,4 +30,9 @@ urlpatterns = [
     path("endpoints/<int:pk>/", views.EndpointDetailView.as_view(), name="endpoint_detail"),
     path("endpoints/<int:pk>/readiness/", readiness_views.readiness_start, name="readiness_start"),
     path("readiness/<int:pk>/", readiness_views.readiness_detail, name="readiness_detail"),
+    path("readiness/<int:pk>/cancel/", readiness_views.readiness_cancel, name="readiness_cancel"),
+    path("readiness/grid/", readiness_views.readiness_grid_page, name="readiness_grid"),
+    path("readiness/grid/<int:pk>/", readiness_views.readiness_grid_page, name="readiness_grid_detail"),
+    path("readiness/grid/start/", readiness_views.readiness_grid_start, name="readiness_grid_start"),
+    path("readiness/grid/schedule/", readiness_views.readiness_grid_schedule, name="readiness_grid_schedule"),
 ]

@@ -211,6 +211,7 @@ CELERY_TASK_DEFAULT_QUEUE = STORAGEOPS_CONTROL_QUEUE
 CELERY_TASK_ROUTES = {
     "campaigns.drive_run": {"queue": STORAGEOPS_TRANSFERS_QUEUE},
     "campaigns.readiness_check": {"queue": STORAGEOPS_TRANSFERS_QUEUE},
+    "campaigns.readiness_remove_probes": {"queue": STORAGEOPS_TRANSFERS_QUEUE},
 }
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 # How long a run's driver waits for the clients of its pool to answer before it goes on without them.

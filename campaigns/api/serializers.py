@@ -72,6 +72,7 @@ class EndpointSerializer(BaseModelSerializer):
             "x509_proxy",
             "ca_dir",
             "notes",
+            "timeout",
             "created",
             "last_updated",
         ]
@@ -349,8 +350,9 @@ class ReadinessCheckSerializer(BaseModelSerializer):
     peer_name = serializers.CharField(source="peer.name", read_only=True, default=None, allow_null=True)
     steps = serializers.JSONField(
         read_only=True,
-        help_text="One entry a step, in the order run: key, title, operation, endpoint, state (pending, passed, "
-        "failed, skipped), message (the storage's own words), seconds, credentials.",
+        help_text="One entry a step, in the order run: key, title, operation, endpoint, state (pending, running, "
+        "passed, failed, skipped, cancelled), message (the storage's own words), seconds, started (epoch, while "
+        "running), deadline (seconds: the endpoint's timeout), credentials.",
     )
 
     class Meta:
@@ -370,9 +372,15 @@ class ReadinessCheckSerializer(BaseModelSerializer):
             "started_at",
             "finished_at",
             "summary",
+            "grid",
+            "cancel_requested_at",
+            "heartbeat_at",
             "steps",
         ]
-        read_only_fields = ["state", "requested_by", "created", "started_at", "finished_at", "summary"]
+        read_only_fields = [
+            "state", "requested_by", "created", "started_at", "finished_at", "summary", "grid", "cancel_requested_at",
+            "heartbeat_at",
+        ]  # fmt: skip
 
 
 class TransferSerializer(serializers.ModelSerializer):

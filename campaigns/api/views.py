@@ -13,7 +13,7 @@ from rest_framework.pagination import CursorPagination
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from campaigns import editing, readiness, runs
+from campaigns import editing, readiness, readiness_lease, runs
 from campaigns.api.serializers import (
     BackendSerializer,
     BaselineChoiceSerializer,
@@ -237,7 +237,19 @@ class ReadinessCheckViewSet(
     queryset = ReadinessCheck.objects.select_related("endpoint", "peer")
     serializer_class = ReadinessCheckSerializer
     permission_classes = [RolePermission]
-    filterset_fields = ["endpoint", "peer", "state"]
+    filterset_fields = ["endpoint", "peer", "state", "grid"]
+    action_permissions = {"cancel": ["campaigns.add_readinesscheck"]}
+
+    @extend_schema(request=None, responses={202: ReadinessCheckSerializer})
+    @action(detail=True, methods=["post"])
+    def cancel(self, request, pk=None):
+        """Stop the check: a queued one ends at once; a running one within a second, its step's
+        gfal2 call cancelled and its files removed (state cancelled)."""
+        check = self.get_object()
+        if not readiness_lease.request_cancel(check):
+            raise ValidationError({"state": f"A check that is {check.state} cannot be cancelled."})
+        check.refresh_from_db()
+        return Response(self.get_serializer(check).data, status=status.HTTP_202_ACCEPTED)
 
     @extend_schema(responses={202: ReadinessCheckSerializer})
     def create(self, request, *args, **kwargs):

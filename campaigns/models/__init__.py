@@ -12,7 +12,7 @@ from campaigns.models.definitions import (
     validate_file_mix,
 )
 from campaigns.models.fts import FtsInstance, FtsLinkLimit
-from campaigns.models.readiness import ReadinessCheck
+from campaigns.models.readiness import ReadinessCheck, ReadinessGrid
 from campaigns.models.records import Run, RunChart, RunStep, Transfer
 from campaigns.models.schedules import (
     SCHEDULE_SETTINGS,
@@ -34,6 +34,7 @@ __all__ = [
     "FtsInstance",
     "FtsLinkLimit",
     "ReadinessCheck",
+    "ReadinessGrid",
     "Run",
     "RunChart",
     "RunStep",

@@ -82,6 +82,13 @@ class Endpoint(BaseModel):
         help_text="Hashed CA directory (X509_CERT_DIR) for https/davs/roots endpoints.",
     )
     notes = models.TextField(blank=True)
+    timeout = models.PositiveIntegerField(
+        "timeout (s)",
+        default=120,
+        validators=[MinValueValidator(1), MaxValueValidator(86400)],
+        help_text="The deadline of each readiness-check step against this endpoint: at it the step's gfal2 call "
+        "is cancelled and the step fails.",
+    )
 
     class Meta:
         ordering = ["name"]

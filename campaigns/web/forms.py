@@ -368,6 +368,22 @@ class ReadinessForm(forms.Form):
         self.fields["peer"].queryset = self.fields["peer"].queryset.exclude(pk=endpoint.pk)
 
 
+class ReadinessScheduleForm(forms.Form):
+    """The readiness grid's daily run: on or off, and when (UTC)."""
+
+    enabled = forms.BooleanField(required=False, label="Run the grid every day")
+    daily_at = forms.TimeField(
+        required=False, label="At (UTC)", input_formats=["%H:%M"], help_text="HH:MM, e.g. 06:30.",
+        widget=forms.TimeInput(format="%H:%M", attrs={"type": "time"}),
+    )  # fmt: skip
+
+    def clean(self) -> dict:
+        data = super().clean()
+        if data.get("enabled") and data.get("daily_at") is None and "daily_at" not in self.errors:
+            self.add_error("daily_at", "Give the time of day (HH:MM, UTC) the grid runs at.")
+        return data
+
+
 class BaselineChoiceForm(forms.Form):
     """Include a finished run in its campaign's baselines, leave it out, or leave it to the rule."""
 

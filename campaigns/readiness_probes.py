@@ -1,0 +1,106 @@
+"""Where a readiness check writes, and taking it all away again.
+
+Every path a check builds comes from `probe_url` (one place, so the one path rule of the
+storage paths has one call to wrap). The files a check may have left are read back from its
+record alone (each writing step keeps its destination), so the check's worker, a cancel and the
+recovery of a check whose worker died all remove them the same way.
+"""
+
+from __future__ import annotations
+
+import errno
+from collections.abc import Callable
+
+from campaigns.models import Endpoint, ReadinessCheck
+from campaigns.runs.engines.base import CopyOptions
+from campaigns.runs.engines.gfal2.client import Gfal2Copier
+from campaigns.runs.engines.gfal2.deadline import GIVE_UP, Stopped, call_with_deadline
+from campaigns.runs.engines.gfal2.executor import endpoint_credentials
+from campaigns.runs.planning import endpoint_folder_url
+
+FOLDER = "storageops-readiness"
+WRITING_OPERATIONS = ("upload", "tpc")
+# How long a removal may wait on an endpoint that already failed to answer in this check.
+SILENT_DOOR_SECONDS = 5
+
+
+def check_folder(check_id: int) -> str:
+    """The check's own folder below an endpoint's base path."""
+    return f"{FOLDER}/check-{check_id}"
+
+
+def probe_url(endpoint: Endpoint, check_id: int, name: str) -> str:
+    """The URL of the file `name` a check writes on `endpoint`."""
+    return endpoint_folder_url({"url": endpoint.url, "protocol": endpoint.protocol}, check_folder(check_id)) + name
+
+
+def left_behind(steps: list[dict]) -> list[tuple[str, str]]:
+    """(endpoint name, URL) of every file a step wrote, or may have begun to write (it was
+    stopped mid-way: a deadline, a cancel, a lost worker), that its delete did not prove gone.
+    A write the storage refused left nothing."""
+    deleted = {s["destination"] for s in steps if s["operation"] == "delete" and s["state"] == "passed"}
+    return [(s["endpoint"], s["destination"]) for s in steps
+            if s["operation"] in WRITING_OPERATIONS and s["destination"] not in deleted
+            and (s["state"] in ("passed", "running", "cancelled") or s.get("stopped"))]  # fmt: skip
+
+
+def remove_probes(
+    check: ReadinessCheck,
+    copier_factory: Callable[..., Gfal2Copier] = Gfal2Copier,
+    keepalive: Callable[[], object] | None = None,
+) -> list[str]:
+    """Delete what the check left on its endpoints, then its folders; each delete under the
+    endpoint's timeout, or SILENT_DOOR_SECONDS on an endpoint a step of this check was cut short
+    on (it did not answer: waiting its whole timeout again would hold a cancel for minutes).
+    `keepalive` is called every second meanwhile (the check's lease). Returns what could not be
+    removed, in words ([] when all is gone)."""
+    endpoints = {ep.name: ep for ep in (check.endpoint, check.peer) if ep is not None}
+    credentials = endpoint_credentials(list(endpoints.values()))
+    cut_short = {s["endpoint"] for s in check.steps if s.get("stopped")}
+
+    def remove(name: str, operation: str, url: str) -> str:
+        if name in cut_short:  # one short try, and a cancel it ignores is not waited for
+            patience, give_up = min(endpoints[name].timeout, SILENT_DOOR_SECONDS), 1.0
+        else:
+            patience, give_up = endpoints[name].timeout, GIVE_UP
+        return _remove(copier_factory, credentials, (patience, give_up), operation, url, keepalive)
+
+    problems, silent = [], set()
+    touched = {name for name, _ in left_behind(check.steps)} | {
+        s["endpoint"] for s in check.steps if s["operation"] == "delete" and s["state"] == "passed"
+    }
+    for name, url in left_behind(check.steps):
+        if name not in endpoints:
+            continue
+        if name in silent:
+            problems.append(f"{url}: not tried, {name} did not answer")
+            continue
+        problem = remove(name, "remove", url)
+        if problem:
+            problems.append(f"{url}: {problem}")
+            silent |= {name} if problem.startswith("no answer") else set()
+    for name in sorted(touched - silent):
+        # Best effort: a folder that stays (another file, a plugin without rmdir) is named by the
+        # check's id; a door that did not answer is not waited for twice.
+        remove(name, "remove_folder", probe_url(endpoints[name], check.pk, "").rstrip("/"))
+    return problems
+
+
+def _remove(factory, credentials, limits: tuple[int, float], operation: str, url: str, keepalive) -> str:
+    timeout, give_up = limits
+    copier = factory(CopyOptions(timeout=timeout), credentials)
+
+    def tick() -> bool:
+        if keepalive is not None:
+            keepalive()
+        return False  # a removal is never cancelled: it is what a cancel ends with
+
+    try:
+        call_with_deadline(copier, lambda: getattr(copier, operation)(url), timeout, tick=tick, give_up=give_up)
+    except Stopped:
+        return f"no answer within {timeout} s"
+    except OSError as exc:
+        if exc.errno == errno.ENOENT:
+            return ""
+        return exc.strerror or str(exc)
+    return ""
