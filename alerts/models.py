@@ -20,6 +20,7 @@ class AlertKind(models.TextChoices):
     TEST = "test", "a test alert"
     # Sent to the subscriptions of regression: whoever was told a door slowed is told it is back.
     RECOVERED = "recovered", "a run back within its band after a regression"
+    READINESS_FAILED = "readiness_failed", "a daily readiness grid with a check that did not pass"
 
 
 # Kinds a subscription does not name: a test is the test button's, a recovery goes with regression.
@@ -27,7 +28,10 @@ NOT_SUBSCRIBABLE = (AlertKind.TEST, AlertKind.RECOVERED)
 
 
 def default_kinds() -> list[str]:
-    return [AlertKind.REGRESSION, AlertKind.RUN_FAILED, AlertKind.STALL, AlertKind.COLLECTOR_SILENT]
+    return [
+        AlertKind.REGRESSION, AlertKind.RUN_FAILED, AlertKind.STALL, AlertKind.COLLECTOR_SILENT,
+        AlertKind.READINESS_FAILED,
+    ]  # fmt: skip
 
 
 def validate_kinds(value: object) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from celery import shared_task
 
 from alerts import triggers
-from campaigns.models import Run
+from campaigns.models import ReadinessGrid, Run
 
 
 @shared_task(name="alerts.run_finished", ignore_result=True, soft_time_limit=120, time_limit=150)
@@ -21,3 +21,9 @@ def run_stalled(run_id: int, summary: str) -> int:
 @shared_task(name="alerts.collectors_silent", ignore_result=True, soft_time_limit=50, time_limit=60)
 def collectors_silent() -> int:
     return len(triggers.collectors_silent())
+
+
+@shared_task(name="alerts.readiness_grid_failed", ignore_result=True, soft_time_limit=120, time_limit=150)
+def readiness_grid_failed(grid_id: int) -> int:
+    # Sent by name when the last check of a scheduled readiness grid ended and one did not pass.
+    return len(triggers.readiness_grid_failed(ReadinessGrid.objects.get(pk=grid_id)))

@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from alerts import delivery
 from alerts.models import AlertKind, Delivery
-from campaigns.models import Run
+from campaigns.models import ReadinessGrid, Run
 from collectors.models import Host
 from storageops.templatetags.storageops import in_unit
 
@@ -70,6 +70,16 @@ def run_stalled(run: Run, summary: str) -> list:
     return delivery.notify(
         AlertKind.STALL, f"{run} stalled", f"{summary}\n{_link(run)}", campaign=run.campaign, run=run
     )
+
+
+def readiness_grid_failed(grid: ReadinessGrid) -> list:
+    """A scheduled readiness grid whose checks did not all pass: each such check with its first
+    failure, and the grid's link (site-wide subscriptions: a grid is about no one campaign)."""
+    bad = grid.checks.select_related("endpoint", "peer").exclude(state="passed").order_by("endpoint__name")
+    lines = [f"- {check}: {check.state}: {check.summary}" for check in bad]
+    body = "\n".join([f"{len(lines)} of {grid.checks.count()} checks did not pass:", *lines, "",
+                      f"{settings.STORAGEOPS_BASE_URL}{grid.get_absolute_url()}"])  # fmt: skip
+    return delivery.notify(AlertKind.READINESS_FAILED, f"Daily {grid}: {len(lines)} checks did not pass", body)
 
 
 def collectors_silent(now: datetime | None = None) -> list:
