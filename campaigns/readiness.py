@@ -200,6 +200,9 @@ def run_check(check: ReadinessCheck, copier_factory: CopierFactory = Gfal2Copier
     except Exception:  # any fault ends the check failed, never running for good
         log.exception("readiness check %s crashed", check.pk)
         crash = traceback.format_exc(limit=-1).strip().splitlines()[-1]
+        for step in steps:
+            if step.state == "running":  # what it was doing ends with the fault's words
+                step.state, step.stopped, step.message = "failed", True, f"Ended by a fault: {crash}"
     if watch.lost:
         # The recovery ended it (this worker was silent too long) and removes its files.
         check.refresh_from_db()
@@ -258,7 +261,8 @@ def _outcome(steps: list[Step], *, cancelled: bool, crash: str, left: list[str])
         return State.FAILED, f"failed: {crash}{kept}"[:300]
     if cancelled:
         done = sum(1 for s in steps if s.state == "passed")
-        return State.CANCELLED, f"Cancelled after {done} of {len(steps)} steps passed; its files removed{kept}"[:300]
+        removed = kept or "; its files removed"
+        return State.CANCELLED, f"Cancelled after {done} of {len(steps)} steps passed{removed}"[:300]
     failed = [s for s in steps if s.state != "passed"]
     return (State.FAILED if failed else State.PASSED), (_summary(steps, failed) + kept)[:300]
 

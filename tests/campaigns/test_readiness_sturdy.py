@@ -203,3 +203,25 @@ def test_the_grid_checks_every_door_and_pair_and_a_scheduled_failure_is_an_alert
     delivery = wait_for(lambda: Delivery.objects.filter(kind=AlertKind.READINESS_FAILED).first(), 30, "the alert")
     assert f"Daily readiness grid #{grid.pk}: 2 checks did not pass" == delivery.subject
     assert "grid-b" in delivery.body and received
+
+
+def test_a_fault_in_the_checks_own_code_ends_it_failed_and_removes_what_it_wrote(xrootd_pair):
+    """The upload really writes the probe, then the code around it breaks (a bug, not the storage):
+    the check ends failed with the fault's words, nothing stays running, the probe is removed."""
+    from campaigns.runs.engines.gfal2.client import Gfal2Copier
+
+    class BreaksAfterUpload(Gfal2Copier):
+        def upload(self, local_path: str, url: str) -> None:
+            super().upload(local_path, url)
+            raise RuntimeError("a bug after the upload")
+
+    door1, _ = xrootd_pair
+    good = endpoint("fault-good", door1.root_url_for("/data/fault/"))
+    check = ReadinessCheck(endpoint=good)
+    check.save()
+    check = readiness.run_check(check, BreaksAfterUpload)
+    assert check.state == "failed" and check.summary == "failed: RuntimeError: a bug after the upload", check.summary
+    upload = step_of(check.pk, "upload:fault-good")
+    assert upload["state"] == "failed" and upload["message"].startswith("Ended by a fault: RuntimeError")
+    assert not [s for s in check.steps if s["state"] == "running"]
+    assert not probe_folder(door1, "/data/fault", check.pk).exists()
