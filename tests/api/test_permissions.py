@@ -150,6 +150,7 @@ MATRIX = [
     ("get", "/api/v1/readiness-checks/", None, "viewer", 200),
     ("post", "/api/v1/readiness-checks/", "readiness", "operator", 202),
     ("get", "/api/v1/readiness-checks/{readiness}/", None, "viewer", 200),
+    ("post", "/api/v1/readiness-checks/{readiness}/cancel/", None, "operator", 202),
     ("get", "/api/v1/schedules/", None, "viewer", 200),
     ("post", "/api/v1/schedules/", "schedules", "admin", 201),
     ("get", "/api/v1/schedules/{schedule}/", None, "viewer", 200),

@@ -12,7 +12,7 @@ from django.contrib.auth.models import Group, User
 from django.urls import URLPattern, URLResolver, get_resolver
 
 from alerts.models import Subscription
-from campaigns.models import ReadinessCheck, Run
+from campaigns.models import ReadinessCheck, ReadinessGrid, Run
 from collectors.events import log_event
 from collectors.models import Host, HostTestSeries
 from storageops.api import tokens
@@ -70,6 +70,12 @@ MATRIX: dict[str, tuple[str, str, str, int | tuple[int, ...]]] = {
     # A mock endpoint is refused with a message on the endpoint's page: no check is queued.
     "campaigns:readiness_start": ("post", "/campaigns/endpoints/{endpoint}/readiness/", "operator", 302),
     "campaigns:readiness_detail": ("get", "/campaigns/readiness/{check}/", "viewer", 200),
+    "campaigns:readiness_cancel": ("post", "/campaigns/readiness/{check}/cancel/", "operator", 302),
+    "campaigns:readiness_grid": ("get", "/campaigns/readiness/grid/", "viewer", 200),
+    "campaigns:readiness_grid_detail": ("get", "/campaigns/readiness/grid/{grid}/", "viewer", 200),
+    "campaigns:readiness_grid_start": ("post", "/campaigns/readiness/grid/start/", "operator", 302),
+    # An empty form turns the daily grid off.
+    "campaigns:readiness_grid_schedule": ("post", "/campaigns/readiness/grid/schedule/", "operator", 302),
     "collectors:host_list": ("get", "/hosts/", "viewer", 200),
     "collectors:host_detail": ("get", "/hosts/{host}/", "viewer", 200),
     "collectors:host_metrics": ("get", "/hosts/{host}/metrics.json", "viewer", 200),
@@ -129,7 +135,9 @@ def objects():
         "series": HostTestSeries.objects.create(host=host, tool="dd", params={"tool": "dd"}, repeats=1, byte_budget=1),
         "event": log_event("note", "pages note"),
         "foreign_token": tokens.create_token(other, "theirs", "viewer")[0],
-        "check": ReadinessCheck.objects.create(endpoint=endpoint("pages-root", "root://127.0.0.1:1//data/")),
+        "check": (check := ReadinessCheck.objects.create(endpoint=endpoint("pages-root", "root://127.0.0.1:1//data/"))),
+        "grid": (grid := ReadinessGrid.objects.create()),
+        "_grid_check": ReadinessCheck.objects.create(endpoint=check.endpoint, grid=grid),
         "subscription": Subscription.objects.create(name="pages", campaign=campaign, email="pages@example.org"),
     }
 
