@@ -168,7 +168,7 @@ class CopyThreads:
                     self._given_up.add(ident)
                     give_up.append(slot)
         for ident in cancel:
-            _in_background(self.copier.cancel_thread, ident)
+            in_background(self.copier.cancel_thread, ident)
         for slot in give_up:
             self.results.put(self._timed_out(slot, None))
         if give_up and not self._closed.is_set():
@@ -240,7 +240,7 @@ class CopyThreads:
             return got
 
     def cancel_running(self) -> None:
-        _in_background(self.copier.cancel_all)
+        in_background(self.copier.cancel_all)
 
     def close(self, timeout: float = 5.0) -> None:
         """Stop the threads; waits `timeout` seconds in all (a copy given up may never return)."""
@@ -253,7 +253,7 @@ class CopyThreads:
                 thread.join(timeout=max(end - time.monotonic(), 0.0))
 
 
-def _in_background(call, *args) -> None:
+def in_background(call, *args) -> None:
     """gfal2's context.cancel() was seen to block for as long as the copy it cancels (a door
     that accepts and never answers): it must never hold up the driver's loop."""
     threading.Thread(target=call, args=args, name="cancel", daemon=True).start()
