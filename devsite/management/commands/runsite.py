@@ -242,7 +242,8 @@ class Command(BaseCommand):
                 self.style.SUCCESS,
             )
             for server in servers:
-                self._say(f"  demo door {server.name}: {server.root_url_for('/data/demo/')}")
+                # Its pid, to try what a door's death does (docs/operations.md): it comes back.
+                self._say(f"  demo door {server.name}: {server.root_url_for('/data/demo/')} (xrootd pid {server.pid})")
             if clients:
                 self._say(f"  demo pool: clients {', '.join(clients)}; start campaign {DEMO_POOL_CAMPAIGN} to try it")
             # A child that dies is restarted with back-off and the others carry on (say() tells
