@@ -104,7 +104,7 @@ def _kind(call: ast.Call) -> tuple[str, str] | None:
         return None if timed or len(call.args) >= 3 else ("http", text)
     if name in ("SMTP", "SMTP_SSL", "LMTP"):
         return None if timed or len(call.args) >= 4 else ("smtp", text)
-    if name == "create_connection" and text.endswith("socket.create_connection") or text == "create_connection":
+    if name == "create_connection":
         return None if timed or len(call.args) >= 2 else ("socket", text)
     if isinstance(func, ast.Attribute) and name in SUBPROCESS_WAITERS and ast.unparse(func.value) == "subprocess":
         return None if timed else ("subprocess", text)
