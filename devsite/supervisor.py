@@ -119,9 +119,6 @@ class Supervisor:
         if self.pid_dir is not None:
             PidFile.record(self.pid_dir / f"{name}.pid", name, proc.pid)
 
-    def first_exited(self) -> _Child | None:
-        return next((c for c in self.children if c.returncode is not None), None)
-
     def tend(self, now: float | None = None) -> None:
         """Notice the children that died and restart those whose back-off is over; call often.
 

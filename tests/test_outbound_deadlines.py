@@ -11,7 +11,7 @@ that reaches another server is looked at:
   whatever the program (the network tools among them, xrdfs, curl, gfal-*, hang on a silent
   server like any client; a local one costs nothing to bound);
 - a gfal2 context's calls that talk to storage (stat, checksum, listdir, mkdir, unlink, open,
-  filecopy …): inside a lambda handed to the deadline helper
+  filecopy …), and a copier's ``copy()``: inside a lambda handed to the deadline helper
   (``campaigns.runs.engines.gfal2.deadline.with_deadline``, or ``Gfal2Copier._deadline``).
 
 An exception is an entry of ``ALLOWED`` below with its reason; an entry that matches nothing
@@ -53,6 +53,12 @@ ALLOWED: dict[tuple[str, str, str], str] = {
     ("campaigns/runs/engines/gfal2/client.py", "Gfal2Copier._check_streamed", "gfal2"): _COPY_POOL
     + " (called by _stream)",
     ("campaigns/runs/engines/gfal2/checksum.py", "Gfal2Checksummer.copy", "gfal2"): _COPY_POOL,
+    ("campaigns/runs/engines/gfal2/copy_threads.py", "CopyThreads._run", "gfal2"): "the copy pool itself: "
+    "enforce_deadlines cancels a copy past its deadline and gives it up GIVE_UP s later",
+    # The readiness check's copies (its download and third-party steps); its uploads, stats,
+    # checksums and deletes go through the copier's deadlined calls.
+    ("campaigns/readiness.py", "_Runner._download", "gfal2"): "deadlines added on branch ready",
+    ("campaigns/readiness.py", "_Runner._tpc", "gfal2"): "deadlines added on branch ready",
 }
 
 
@@ -109,7 +115,11 @@ def _kind(call: ast.Call) -> tuple[str, str] | None:
     if isinstance(func, ast.Attribute) and name in SUBPROCESS_WAITERS and ast.unparse(func.value) == "subprocess":
         return None if timed else ("subprocess", text)
     if isinstance(func, ast.Attribute) and name in GFAL2_CONTEXT_CALLS and _is_gfal2_context(func.value):
-        return ("gfal2", text)  # judged by where it is (_under_deadline)
+        return ("gfal2", text)  # judged by where it is (under a deadline helper or not)
+    if isinstance(func, ast.Attribute) and name == "copy" and "copier" in ast.unparse(func.value):
+        # A copier's copy() calls its context's filecopy with no deadline of its own: the copy
+        # pool's is what bounds it, so a copy anywhere else needs one too.
+        return ("gfal2", text)
     return None
 
 
@@ -199,6 +209,7 @@ def f(session, ctx, url):
     ctx.stat(url)
     self._context()[0].checksum(url, "adler32")
     with_deadline(ctx, ctx.stat, 5, "stat")  # the call itself, not a lambda: not under the deadline
+    self.copier(step).copy(job)
 """
     good = """
 import requests, smtplib, socket, subprocess, urllib.request
@@ -216,5 +227,5 @@ def f(session, ctx, url, request):
     ctx.transfer_parameters()
 """
     kinds = [o.kind for o in _offences_in(bad)]
-    assert kinds == ["http", "http", "http", "http", "smtp", "socket", "subprocess", "gfal2", "gfal2"], kinds
+    assert kinds == ["http", "http", "http", "http", "smtp", "socket", "subprocess", "gfal2", "gfal2", "gfal2"], kinds
     assert _offences_in(good) == []
