@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from devsite.processes import is_alive, start_time
+from devsite.processes import cmdline, is_alive, start_time
 from devsite.supervisor import MAX_BACKOFF, STABLE_AFTER, Supervisor, backoff, exit_text
 from tests.support.processes import PYTHON
 
@@ -27,6 +27,14 @@ def _tend_until(supervisor: Supervisor, done, seconds: float = 15.0) -> float:
     return time.monotonic() - started
 
 
+def _running(child) -> None:
+    """Wait until the child runs its program (setpriv has exec'd it), so that a signal is its own."""
+    deadline = time.monotonic() + 30
+    while cmdline(child.pid) != SLEEPER:
+        assert time.monotonic() < deadline, cmdline(child.pid)
+        time.sleep(0.02)
+
+
 def test_backoff_doubles_from_one_second_up_to_its_cap():
     assert [backoff(n) for n in range(1, 8)] == [1, 2, 4, 8, 16, 30, 30]
     assert MAX_BACKOFF == 30
@@ -41,6 +49,8 @@ def test_a_killed_child_is_restarted_and_the_others_carry_on(tmp_path):
         supervisor.start("door", SLEEPER)
         supervisor.start("worker", SLEEPER)
         door, worker = supervisor.children
+        _running(door)
+        _running(worker)
         old_pid, worker_pid, worker_started = door.pid, worker.pid, start_time(worker.pid)
 
         os.kill(old_pid, signal.SIGKILL)
@@ -114,6 +124,7 @@ def test_stop_all_stops_a_restarted_child(tmp_path, sig):
     supervisor = Supervisor(say=lambda text: None)
     supervisor.start("collector", SLEEPER)
     child = supervisor.children[0]
+    _running(child)
     os.kill(child.pid, sig)
     _tend_until(supervisor, lambda: child.restarts == 1)
     pid, started = child.pid, start_time(child.pid)
