@@ -170,7 +170,9 @@ def start_web(log_dir: Path) -> tuple[object, int]:
 
     port = free_port()
     env = {**os.environ, "STORAGEOPS_WEB_BIND": f"127.0.0.1:{port}", "STORAGEOPS_WEB_ACCESS_LOG": ""}
-    argv = [sys.executable, "-m", "gunicorn", "storageops.wsgi:application", "-c", "python:storageops.gunicorn_conf"]
+    # No control socket: gunicorn's default is one in the home folder, shared by every instance.
+    argv = [sys.executable, "-m", "gunicorn", "storageops.wsgi:application", "-c", "python:storageops.gunicorn_conf",
+            "--no-control-socket"]  # fmt: skip
     web = ManagedProcess("web", argv, env, log_dir, cwd=harness.ROOT).start()
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:

@@ -30,6 +30,7 @@ from pathlib import Path
 
 from devsite.processes import dying_with_parent, guard_group, stop_processes
 from devsite.xrootd_server import (
+    LOCAL_COMMAND_TIMEOUT,
     LOOPBACK,
     TestCA,
     _chown_to_server,
@@ -92,7 +93,10 @@ def _valid_for(proxy: Path, seconds: int) -> bool:
     if not proxy.is_file():
         return False
     check = subprocess.run(
-        ["openssl", "x509", "-in", str(proxy), "-noout", "-checkend", str(seconds)], capture_output=True, check=False
+        ["openssl", "x509", "-in", str(proxy), "-noout", "-checkend", str(seconds)],
+        capture_output=True,
+        check=False,
+        timeout=LOCAL_COMMAND_TIMEOUT,
     )
     return check.returncode == 0
 
@@ -107,6 +111,7 @@ def _create(ca: TestCA, directory: Path, creds: GridCredentials, hours: int) -> 
         capture_output=True,
         text=True,
         check=True,
+        timeout=LOCAL_COMMAND_TIMEOUT,
     ).stdout.strip()
     (certs / f"{digest}.0").symlink_to("ca.pem")
     (certs / f"{digest}.signing_policy").write_text(
@@ -149,6 +154,7 @@ def _create(ca: TestCA, directory: Path, creds: GridCredentials, hours: int) -> 
         capture_output=True,
         text=True,
         check=False,
+        timeout=LOCAL_COMMAND_TIMEOUT,
     )
     if made.returncode != 0:
         raise GridFTPServerError(f"grid-proxy-init failed ({made.returncode}): {made.stderr.strip()}")

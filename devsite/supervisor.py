@@ -1,5 +1,9 @@
 """A set of child processes watched together and stopped together (make run).
 
+A child that dies is restarted, with back-off, while the others carry on: a demo door killed
+to try the broken-endpoint check comes back as a restarted daemon would, and the collector
+logs its restart. The set stops only when its owner says so (``stop_all``).
+
 With a pid directory (var/run/), every child is recorded in ``<name>.pid`` while it runs,
 so that a later start can find what a crashed supervisor left (``Leftovers``).
 """
@@ -10,8 +14,10 @@ import contextlib
 import errno
 import logging
 import os
+import signal
 import socket
 import subprocess
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,7 +28,9 @@ from devsite.processes import (
     describe,
     is_alive,
     parent_pid,
+    release_group,
     session_members,
+    signal_session,
     start_time,
     stop_processes,
 )
@@ -32,11 +40,42 @@ log = logging.getLogger(__name__)
 #: The supervisor's own pid file in the pid directory; the children's are ``<name>.pid``.
 SELF = "runsite"
 
+#: The first restart waits FIRST_BACKOFF s, each further one twice as long, up to MAX_BACKOFF:
+#: a child that dies at once every time (a broken config) is tried again twice a minute, not
+#: in a loop that fills the terminal.
+FIRST_BACKOFF = 1.0
+MAX_BACKOFF = 30.0
+#: A child that stayed up this long before dying starts the back-off afresh.
+STABLE_AFTER = 60.0
+
+
+def exit_text(returncode: int) -> str:
+    """``exit code 1`` or ``killed by SIGKILL`` from a Popen return code."""
+    if returncode < 0:
+        try:
+            return f"killed by {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"killed by signal {-returncode}"
+    return f"exit code {returncode}"
+
+
+def backoff(failures: int) -> float:
+    """Seconds before the restart that follows ``failures`` quick deaths in a row (1 for the first)."""
+    return min(FIRST_BACKOFF * 2 ** max(failures - 1, 0), MAX_BACKOFF)
+
 
 @dataclass
 class _Child:
     name: str
     proc: subprocess.Popen
+    #: Starts the child again and returns its new process; None: never restarted.
+    restart: Callable[[], subprocess.Popen] | None = None
+    started: float = field(default_factory=time.monotonic)
+    #: Deaths in a row, each after less than STABLE_AFTER s up: what the back-off grows with.
+    failures: int = 0
+    restarts: int = 0
+    #: When a restart is due (monotonic), while the child is down.
+    due: float | None = None
 
     @property
     def pid(self) -> int:
@@ -50,25 +89,79 @@ class _Child:
 class Supervisor:
     def __init__(self, pid_dir: Path | None = None, say: Callable[[str], None] | None = None) -> None:
         self.children: list[_Child] = []
-        self._managed: list[ManagedProcess] = []
+        self._managed: dict[str, ManagedProcess] = {}
         self.pid_dir = pid_dir
-        self.say = say
+        self.say = say or (lambda text: None)
 
     def start(self, name: str, argv: list[str], env: dict[str, str] | None = None, cwd: str | None = None):
-        child = ManagedProcess(name, argv, env, cwd=cwd).start()
-        self.watch(name, child.proc)
-        self._managed.append(child)
-        log.info("started %s (pid %d)", name, child.pid)
-        return child
+        """Start a child and restart it whenever it dies."""
 
-    def watch(self, name: str, proc: subprocess.Popen) -> None:
-        """Watch and stop a child started elsewhere (an XRootD door); record its pid file."""
-        self.children.append(_Child(name, proc))
+        def launch() -> subprocess.Popen:
+            old = self._managed.pop(name, None)
+            if old is not None:
+                old.stop()  # dead already: closes and forgets it
+            child = self._managed[name] = ManagedProcess(name, argv, env, cwd=cwd).start()
+            log.info("started %s (pid %d)", name, child.pid)
+            return child.proc
+
+        self.watch(name, launch(), restart=launch)
+        return self._managed[name]
+
+    def watch(self, name: str, proc: subprocess.Popen, restart: Callable[[], subprocess.Popen] | None = None) -> None:
+        """Watch and stop a child started elsewhere (an XRootD door); record its pid file.
+
+        ``restart`` starts it again (in this thread: children die with the thread that
+        started them) and returns the new process; without one, a death is only reported."""
+        self.children.append(_Child(name, proc, restart))
+        self._record(name, proc)
+
+    def _record(self, name: str, proc: subprocess.Popen) -> None:
         if self.pid_dir is not None:
             PidFile.record(self.pid_dir / f"{name}.pid", name, proc.pid)
 
-    def first_exited(self) -> _Child | None:
-        return next((c for c in self.children if c.returncode is not None), None)
+    def tend(self, now: float | None = None) -> None:
+        """Notice the children that died and restart those whose back-off is over; call often.
+
+        What it does is said through ``say``: who died and how, when it comes back, its new pid."""
+        for child in self.children:
+            # Read afresh for each child: a restart takes a while (a door waits until it answers).
+            at = time.monotonic() if now is None else now
+            if child.due is None and child.returncode is not None:
+                self._died(child, at)
+            elif child.due is not None and at >= child.due:
+                self._restart(child)
+
+    def _died(self, child: _Child, now: float) -> None:
+        up = now - child.started
+        # What the dead child left in its session (an xrdcp a door forked for a TPC copy, a
+        # pool process of a killed master) goes with it, and the group guard forgets it.
+        signal_session(child.pid, signal.SIGKILL)
+        release_group(child.pid)
+        if self.pid_dir is not None:
+            (self.pid_dir / f"{child.name}.pid").unlink(missing_ok=True)
+        how = f"{child.name} (pid {child.pid}) exited ({exit_text(child.returncode)}) after {up:.0f} s up"
+        if child.restart is None:
+            self.say(f"{how}; not restarted.")
+            child.due = float("inf")
+            return
+        child.failures = 1 if up >= STABLE_AFTER else child.failures + 1
+        wait = backoff(child.failures)
+        child.due = now + wait
+        self.say(f"{how}; restarting it in {wait:.0f} s.")
+
+    def _restart(self, child: _Child) -> None:
+        try:
+            proc = child.restart()
+        except (OSError, RuntimeError) as exc:  # a failed start (XRootDServerError, no port) is retried
+            child.failures += 1
+            wait = backoff(child.failures)
+            child.due = time.monotonic() + wait
+            self.say(f"{child.name} did not start again ({exc}); trying again in {wait:.0f} s.")
+            return
+        child.proc, child.due, child.started = proc, None, time.monotonic()
+        child.restarts += 1
+        self._record(child.name, proc)
+        self.say(f"{child.name} restarted (pid {proc.pid}, restart {child.restarts}).")
 
     def stop_all(self, grace: float = 5.0, hurry: Callable[[], bool] | None = None) -> float:
         """Stop every child at once (SIGTERM, SIGKILL after ``grace`` s); returns the seconds."""
@@ -84,7 +177,7 @@ class Supervisor:
         if self.pid_dir is not None:
             for child in self.children:
                 (self.pid_dir / f"{child.name}.pid").unlink(missing_ok=True)
-        for managed in self._managed:
+        for managed in self._managed.values():
             managed.stop()  # stopped already: closes and forgets
         self.children.clear()
         self._managed.clear()

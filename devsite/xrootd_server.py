@@ -105,6 +105,10 @@ authorityKeyIdentifier = keyid
 """
 
 
+#: Seconds a local command (openssl, grid-proxy-init) may take: a key is made in well under one.
+LOCAL_COMMAND_TIMEOUT = 60
+
+
 class XRootDServerError(RuntimeError):
     """A server could not be configured, started or stopped."""
 
@@ -187,7 +191,9 @@ def _run_openssl(args: Sequence[str], cwd: Path) -> None:
     openssl = shutil.which("openssl")
     if openssl is None:
         raise XRootDServerError("the openssl command is not installed")
-    result = subprocess.run([openssl, *args], cwd=cwd, capture_output=True, text=True, check=False)
+    result = subprocess.run(
+        [openssl, *args], cwd=cwd, capture_output=True, text=True, check=False, timeout=LOCAL_COMMAND_TIMEOUT
+    )
     if result.returncode != 0:
         raise XRootDServerError(f"openssl {' '.join(args[:2])} failed ({result.returncode}): {result.stderr.strip()}")
 

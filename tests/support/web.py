@@ -16,7 +16,10 @@ def gunicorn_server(log_dir: Path, *, workers: int = 1, **env: str) -> tuple[Man
     races the server's keep-alive close, which the threaded development server does under load."""
     port = free_port()
     argv = [PYTHON, "-m", "gunicorn", "storageops.wsgi:application", "-b", f"127.0.0.1:{port}", "-w", str(workers),
-            "--timeout", "120"]  # fmt: skip
+            "--timeout", "120",
+            # gunicorn's default control socket is one file in the home folder, shared by every
+            # gunicorn of the machine: one stopping deletes it under the others.
+            "--no-control-socket"]  # fmt: skip
     web = ManagedProcess(f"web-{port}", argv, child_env(**env), log_dir, cwd=ROOT).start()
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60

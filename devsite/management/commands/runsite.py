@@ -3,6 +3,8 @@ collectors, and two clients of a client pool.
 
 Runs on DATABASE_URL / CELERY_BROKER_URL: `make run` starts it through devsite.launch, which
 points them at the site's own PostgreSQL and Redis under var/ when they are not set.
+A child that dies (a door, a collector, the worker, beat, a pool client, the web server) is
+restarted with back-off (1, 2, 4 … 30 s) while the others carry on; runsite says which and why.
 Ctrl-C, SIGTERM and SIGHUP (the terminal closed) stop everything this command started, by
 process group; and every child dies with this command even when it is SIGKILLed or killed
 by the OOM killer (devsite.processes: parent-death signal and group guard). Each child's
@@ -137,7 +139,7 @@ class Command(BaseCommand):
         password = self._admin_password()
         servers: list[XRootDServer] = []
         clients: list[str] = []
-        supervisor = Supervisor(pid_dir, say=self._say)
+        supervisor = Supervisor(pid_dir, say=lambda text: self._say(text, self.style.WARNING))
         try:
             self._check_stop()
             if not no_demo:
@@ -240,20 +242,17 @@ class Command(BaseCommand):
                 self.style.SUCCESS,
             )
             for server in servers:
-                self._say(f"  demo door {server.name}: {server.root_url_for('/data/demo/')}")
+                # Its pid, to try what a door's death does (docs/operations.md): it comes back.
+                self._say(f"  demo door {server.name}: {server.root_url_for('/data/demo/')} (xrootd pid {server.pid})")
             if clients:
                 self._say(f"  demo pool: clients {', '.join(clients)}; start campaign {DEMO_POOL_CAMPAIGN} to try it")
+            # A child that dies is restarted with back-off and the others carry on (say() tells
+            # which, how it ended and when it comes back): the site stops only when asked.
             while not self.stopping:
-                exited = supervisor.first_exited()
-                if exited:
-                    try:
-                        self.stderr.write(f"{exited.name} exited ({exited.returncode}); stopping everything.")
-                    except (OSError, ValueError):
-                        pass
-                    break
+                supervisor.tend()
                 time.sleep(0.2)
         finally:
-            self._say(f"Stopping ({self.stopping or 'a child exited'})…")
+            self._say(f"Stopping ({self.stopping or 'an error'})…")
             seconds = supervisor.stop_all(grace=STOP_GRACE, hurry=lambda: self.hurry)
             for server in servers:
                 server.stop()  # stopped already with the others; forgets it
@@ -286,9 +285,20 @@ class Command(BaseCommand):
                 name=name, data_dir=root / name / "data", port=free_port(), workdir=root / name / "run"
             )
             server.start()
-            supervisor.watch(name, server.process)
+            supervisor.watch(name, server.process, restart=_door_restart(server))
             servers.append(server)
         return servers
+
+
+def _door_restart(server: XRootDServer):
+    """Start a dead door again on its port with its config: a new daemon, whose pid file the
+    door's collector watches, so the change log shows the restart as a real site's would."""
+
+    def restart():
+        server.start()
+        return server.process
+
+    return restart
 
 
 def _control_socket(path: Path) -> list[str]:

@@ -12,14 +12,16 @@ import os
 import stat as stat_module
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from typing import TypeVar
 from urllib.parse import urlsplit
 
 from campaigns.choices import ErrorCategory
 from campaigns.runs.engines.base import CopyJob, CopyOptions, CopyResult, EndpointCredentials
 from campaigns.runs.engines.errors import categorize
 from campaigns.runs.engines.gfal2 import modes
+from campaigns.runs.engines.gfal2.deadline import DEADLINE_GRACE, DeadlineExceeded, with_deadline
 
 try:  # Debian's python3-gfal2; absent only on machines that never run transfers.
     import gfal2
@@ -48,6 +50,10 @@ _HTTP_COPY_MODES = {"pull": "3rd pull", "push": "3rd push", "streamed": "streame
 # cost vanishes next to the bytes, small enough to keep many copies' buffers in memory.
 STREAM_CHUNK = 4 << 20
 STREAMED_SCHEMES = frozenset({"root", "roots", "xroot", "xroots", "file"})
+#: Seconds a namespace call around a run (stat, listing, mkdir, unlink, rmdir) may take at most;
+#: the campaign's timeout when shorter. A checksum and a chunk's write get the whole timeout.
+NAMESPACE_DEADLINE = 60.0
+T = TypeVar("T")
 
 
 def gfal2_version() -> str:
@@ -262,22 +268,35 @@ class Gfal2Copier:
         return len(contexts)
 
     # -- helpers used around a run ------------------------------------------------------------
+    # Each gfal2 call here runs under a deadline of StorageOps' own (deadline.with_deadline):
+    # a door that accepts and never answers must not hold a run's preparation or clean-up.
     def _fresh_context(self):
         with _CONTEXT_LOCK:
             ctx = gfal2.creat_context()
             self._configure(ctx)
         return ctx
 
+    def _deadline(self, ctx, call: Callable[[], T], what: str, seconds: float | None = None) -> T:
+        """``call()`` on ``ctx`` within ``seconds`` (a namespace call's deadline by default);
+        a context cancelled at its deadline is never used again."""
+        seconds = seconds if seconds is not None else min(self.options.timeout, NAMESPACE_DEADLINE)
+        try:
+            return with_deadline(ctx, call, seconds, what)
+        except DeadlineExceeded:
+            self._local.states = {}  # this thread's contexts, the cancelled one among them
+            raise
+
     def upload(self, local_path: str, url: str) -> None:
         """Copy a local file to `url` (creating source files before a run); raises OSError on
-        failure. cancel_all() aborts it."""
+        failure, DeadlineExceeded past the campaign's timeout. cancel_all() aborts it."""
         ctx = self._fresh_context()
         params = ctx.transfer_parameters()
         params.overwrite = True
         params.create_parent = True
         params.timeout = self.options.timeout
         with self.in_flight(ctx), _as_os_error():
-            ctx.filecopy(params, f"file://{local_path}", url)
+            self._deadline(ctx, lambda: ctx.filecopy(params, f"file://{local_path}", url), f"upload to {url}",
+                           self.options.timeout + DEADLINE_GRACE)  # fmt: skip
 
     @staticmethod
     def streams(url: str) -> bool:
@@ -288,20 +307,23 @@ class Gfal2Copier:
         """Write `chunks` (`size` bytes in all) to the file `url`, replacing it, parents created.
 
         The chunks are pulled one at a time, so their producer may stop the write between two
-        of them by raising; cancel_all() aborts one gfal2 is stuck in. OSError on failure.
+        of them by raising; cancel_all() aborts one gfal2 is stuck in, and each call has a
+        deadline (a chunk's write: the campaign's timeout). OSError on failure.
         """
         ctx = self._fresh_context()
+        folder = url.rsplit("/", 1)[0]
         with self.in_flight(ctx), _as_os_error():
-            ctx.mkdir_rec(url.rsplit("/", 1)[0], 0o755)
-            handle = ctx.open(url, "w")
+            self._deadline(ctx, lambda: ctx.mkdir_rec(folder, 0o755), f"mkdir {folder}")
+            handle = self._deadline(ctx, lambda: ctx.open(url, "w"), f"open {url}")
             try:
                 for chunk in chunks:
-                    handle.write(chunk)
+                    self._deadline(ctx, lambda chunk=chunk, handle=handle: handle.write(chunk), f"write to {url}",
+                                   self.options.timeout)  # fmt: skip
             finally:
                 # The binding closes the file when its object goes; a failed close is not
                 # reported there, hence the size checked below.
                 del handle
-            written = ctx.stat(url).st_size
+            written = self._deadline(ctx, lambda: ctx.stat(url).st_size, f"stat {url}")
         if written != size:
             raise OSError(0, f"{url}: {written} bytes on the storage after writing {size}")
 
@@ -316,12 +338,15 @@ class Gfal2Copier:
     def size_of(self, url: str) -> int:
         """The file's size on the storage (clean-up's first proof); OSError with gfal2's errno."""
         with self._namespace_context() as ctx:
-            return ctx.stat(url).st_size
+            return self._deadline(ctx, lambda: ctx.stat(url).st_size, f"stat {url}")
 
     def checksum_of(self, url: str, algorithm: str) -> str:
-        """The storage's own checksum of the file (clean-up's second proof)."""
+        """The storage's own checksum of the file (clean-up's second proof), within the
+        campaign's timeout: a door computes it over the whole file."""
         with self._namespace_context() as ctx:
-            return ctx.checksum(url, algorithm).lower()
+            answer = self._deadline(ctx, lambda: ctx.checksum(url, algorithm), f"{algorithm} checksum of {url}",
+                                    self.options.timeout)  # fmt: skip
+        return answer.lower()
 
     def list_files(self, url: str) -> list[tuple[str, int]]:
         """The regular files directly in a folder, (name, size), sorted by name; sub-folders and
@@ -329,10 +354,10 @@ class Gfal2Copier:
         folder = url if url.endswith("/") else url + "/"
         with self._namespace_context() as ctx:
             found = []
-            for name in sorted(ctx.listdir(folder)):
+            for name in sorted(self._deadline(ctx, lambda: ctx.listdir(folder), f"listing of {folder}")):
                 if name in (".", ".."):
                     continue
-                info = ctx.stat(folder + name)
+                info = self._deadline(ctx, lambda name=name: ctx.stat(folder + name), f"stat {folder}{name}")
                 if stat_module.S_ISREG(info.st_mode):
                     found.append((name, info.st_size))
             return found
@@ -347,7 +372,7 @@ class Gfal2Copier:
 
     def _namespace_call(self, operation: str, url: str) -> None:
         with self._namespace_context() as ctx:
-            getattr(ctx, operation)(url)
+            self._deadline(ctx, lambda: getattr(ctx, operation)(url), f"{operation} {url}")
 
 
 @contextmanager

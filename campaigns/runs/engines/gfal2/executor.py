@@ -20,6 +20,7 @@ from campaigns.runs.engines.base import CopyJob, CopyOptions, EndpointCredential
 from campaigns.runs.engines.gfal2.checksum import Gfal2Checksummer
 from campaigns.runs.engines.gfal2.client import Gfal2Copier
 from campaigns.runs.engines.gfal2.copy_threads import CopyThreads
+from campaigns.runs.engines.gfal2.deadline import DEADLINE_GRACE
 from campaigns.runs.executors.base import Collected
 from campaigns.runs.executors.recording import Recorder
 from campaigns.runs.outages import retrying
@@ -28,9 +29,6 @@ from campaigns.spec import RunSpec
 log = logging.getLogger(__name__)
 
 IDLE_WAIT = 0.01  # an idle loop waits this long for a result rather than spinning
-# A copy's deadline is the campaign's timeout and this much: gfal2 gets the first chance to
-# time out by itself (and say why); StorageOps cancels it a little later whatever it does.
-DEADLINE_GRACE = 3.0
 DEADLINE_CHECK_SECONDS = 0.5
 START_TOGETHER_WAIT = 1.0
 
