@@ -15,10 +15,12 @@ from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_not_required
 from django.core.exceptions import SuspiciousOperation
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import render
 from django.urls import reverse
 from django.utils.decorators import method_decorator
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
+from django.views.generic import View
 from mozilla_django_oidc.views import OIDCAuthenticationCallbackView, OIDCAuthenticationRequestView
 
 from storageops.oidc import discovery
@@ -69,6 +71,19 @@ class SignIn(OIDCAuthenticationRequestView):
     gives our login page with a message, not the browser's connection error."""
 
     get_settings = staticmethod(provider_setting)
+
+    def __init__(self, **kwargs) -> None:
+        # The parent reads the provider's endpoints here, before dispatch could catch a provider
+        # that is down: read them when the redirect is built instead.
+        View.__init__(self, **kwargs)
+
+    @property
+    def OIDC_OP_AUTH_ENDPOINT(self) -> str:
+        return provider_setting("OIDC_OP_AUTHORIZATION_ENDPOINT")
+
+    @property
+    def OIDC_RP_CLIENT_ID(self) -> str:
+        return provider_setting("OIDC_RP_CLIENT_ID")
 
     def dispatch(self, request, *args, **kwargs):
         cfg = discovery.config()
@@ -133,7 +148,11 @@ def sign_out(request: HttpRequest) -> HttpResponse:
     """Sign out here; a provider session ends too when the provider offers an end-session endpoint."""
     id_token = request.session.get(SESSION_ID_TOKEN, "") if request.session.get(SESSION_ISSUER) else ""
     auth.logout(request)
-    return HttpResponseRedirect(_end_session_url(request, id_token) or reverse("login"))
+    end_session_url = _end_session_url(request, id_token)
+    if end_session_url is None:
+        return HttpResponseRedirect(reverse("login"))
+    context = {"end_session_url": end_session_url, "provider_name": discovery.config().provider_name}
+    return render(request, "registration/signed_out_sso.html", context)
 
 
 sign_in = login_not_required(SignIn.as_view())

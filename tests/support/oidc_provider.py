@@ -89,15 +89,11 @@ class TestProvider:
         else:
             raise AssertionError(f"the provider never redirected back: {response.status_code} {response.text[:500]}")
         code = parse_qs(urlparse(location).query)["code"][0]
-        token = requests.post(
-            f"{self.issuer}/token",
-            auth=(CLIENT_ID, CLIENT_SECRET),
-            data={
-                "grant_type": "authorization_code", "code": code, "redirect_uri": self.redirect_uri,
-                "code_verifier": verifier, "resource": resource,
-            },  # fmt: skip
-            timeout=10,
-        )
+        grant = {
+            "grant_type": "authorization_code", "code": code, "redirect_uri": self.redirect_uri,
+            "code_verifier": verifier, "resource": resource,
+        }  # fmt: skip
+        token = requests.post(f"{self.issuer}/token", auth=(CLIENT_ID, CLIENT_SECRET), data=grant, timeout=10)
         assert token.status_code == 200, token.text
         return token.json()["access_token"]
 
@@ -120,7 +116,6 @@ def start_provider(
         "OIDC_REDIRECT_URIS": redirect_uri,
         "OIDC_POST_LOGOUT_REDIRECT_URIS": post_logout_uri,
         "OIDC_ACCOUNTS": json.dumps(accounts),
-        "OIDC_RESOURCE": API_AUDIENCE,
     }
     process = ManagedProcess(f"oidc-provider-{port}", [node, "provider.js"], env, log_dir, cwd=PROVIDER_DIR).start()
     try:

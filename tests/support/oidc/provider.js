@@ -5,8 +5,8 @@
 // OIDC_PORT            the loopback port; the issuer is http://127.0.0.1:<port>
 // OIDC_CLIENT_ID, OIDC_CLIENT_SECRET, OIDC_REDIRECT_URIS, OIDC_POST_LOGOUT_REDIRECT_URIS (comma-separated)
 // OIDC_ACCOUNTS        JSON {"<login>": {"groups": [...], "email": ..., "name": ...}}
-// OIDC_RESOURCE        the API's resource indicator: an authorization request naming it gets a
-//                      JWT access token with that audience (what automation sends to the API)
+// An authorization request that names a resource indicator (RFC 8707) gets a JWT access token
+// with that audience: what automation sends to the API.
 //
 // Sign-in goes through the provider's development interactions (a login form; any password).
 // The consent step is skipped: StorageOps is a first-party client, as at a site's IAM.
@@ -24,7 +24,6 @@ const list = (value) => value.split(',').map((s) => s.trim()).filter(Boolean);
 
 const port = Number(env('OIDC_PORT', '0'));
 const issuer = `http://127.0.0.1:${port}`;
-const resource = env('OIDC_RESOURCE', 'http://storageops.test/api');
 const accounts = JSON.parse(env('OIDC_ACCOUNTS', '{}'));
 let accessTokenTTL = Number(env('OIDC_ACCESS_TOKEN_TTL', '600'));
 
@@ -56,9 +55,10 @@ const configuration = {
       // Without a resource parameter: an opaque token for the userinfo endpoint (browser sign-in).
       defaultResource: (ctx, client, oneOf) => oneOf,
       useGrantedResource: () => true,
-      getResourceServerInfo: () => ({
+      // Any resource a client names gets a JWT for it; StorageOps accepts only its own (STORAGEOPS_OIDC_AUDIENCE).
+      getResourceServerInfo: (ctx, resourceIndicator) => ({
         scope: 'openid profile email groups',
-        audience: resource,
+        audience: resourceIndicator,
         accessTokenFormat: 'jwt',
         accessTokenTTL,
       }),
