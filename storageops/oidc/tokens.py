@@ -11,6 +11,7 @@ import jwt
 from storageops.oidc import discovery
 from storageops.oidc.config import OidcConfig
 
+
 class InvalidToken(Exception):
     """The token is not one this provider issued for us, now."""
 
