@@ -30,6 +30,7 @@ def sign_in_through_provider(page, live_server, login: str) -> None:
 
 
 def sign_out(page, live_server, provider) -> None:
+    page.goto(f"{live_server.url}/campaigns/")  # a page that does not reload itself (a run page does)
     page.click("text=Log out")
     # The provider asks whether to end its session too (RP-initiated logout), then sends us back.
     page.wait_for_url(f"{provider.issuer}/session/end**")
@@ -47,7 +48,10 @@ def _wait_for_end(run: Run, timeout_s: float = 90) -> Run:
     raise AssertionError(f"run {run.pk} still {run.state} after {timeout_s} s")
 
 
-def test_an_operator_signs_in_starts_a_run_and_loses_the_role_at_the_provider(page, live_server, worker, oidc_provider):
+def test_an_operator_signs_in_starts_a_run_and_loses_the_role_at_the_provider(
+    page, live_server, worker, oidc_provider, settings
+):
+    settings.STORAGEOPS_OIDC = oidc_provider.config(session_max_age=900)
     campaign = mock_campaign("sso-browser", file_count=4)
 
     page.goto(f"{live_server.url}/login/")
@@ -57,6 +61,9 @@ def test_an_operator_signs_in_starts_a_run_and_loses_the_role_at_the_provider(pa
     sign_in_through_provider(page, live_server, "otto")
     identity = ExternalIdentity.objects.select_related("user").get(issuer=oidc_provider.issuer, subject="otto")
     assert page.inner_text("span[title='Signed in']") == identity.user.username == "otto"
+    # The session lasts STORAGEOPS_OIDC_SESSION_MAX_AGE, not Django's two weeks.
+    session = next(c for c in page.context.cookies() if c["name"] == "sessionid")
+    assert abs(session["expires"] - (time.time() + 900)) < 120
 
     page.goto(f"{live_server.url}/campaigns/{campaign.pk}/")
     page.click("text=Start a run")

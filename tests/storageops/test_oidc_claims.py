@@ -108,3 +108,16 @@ def test_from_env_refuses_bad_values_naming_them(monkeypatch, overrides, message
         monkeypatch.setenv(name, value)
     with pytest.raises(ImproperlyConfigured, match=message):
         config.from_env()
+
+
+def test_a_session_ends_when_the_provider_says_its_own_ends_sooner(settings):
+    from storageops.oidc.backend import ProviderBackend
+
+    settings.STORAGEOPS_OIDC = CFG  # session_max_age 8 h
+    backend = ProviderBackend()
+    backend.token_info = {"refresh_expires_in": 1800}  # Keycloak's SSO session
+    assert backend.session_seconds() == 1800
+    backend.token_info = {"refresh_expires_in": 10**6}
+    assert backend.session_seconds() == 8 * 3600
+    backend.token_info = {}
+    assert backend.session_seconds() == 8 * 3600
