@@ -7,6 +7,8 @@ from __future__ import annotations
 import time
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
 from storageops.api import tokens
@@ -103,3 +105,17 @@ def test_storageops_api_tokens_keep_working_beside_the_provider(oidc_provider, o
     assert _api(secret, "Token").get("/api/v1/campaigns/").status_code == 200
     assert _api(secret, "Bearer").get("/api/v1/campaigns/").status_code == 200
     assert _api("not-a-token", "Token").get("/api/v1/campaigns/").status_code == 401
+
+
+def test_a_provider_token_costs_no_more_queries_than_an_api_token(oidc_provider, operator):
+    """Checked on every API call: the key set is cached, the user's roles read in one query and
+    written only when they change, the identity's last_seen at most once a minute."""
+    _, secret = tokens.create_token(operator, "ansible", "viewer")
+    counts = {}
+    for keyword, credential in (("Bearer", oidc_provider.access_token("otto")), ("Token", secret)):
+        client = _api(credential, keyword)
+        assert client.get("/api/v1/campaigns/").status_code == 200  # the first: user made, roles set
+        with CaptureQueriesContext(connection) as queries:
+            assert client.get("/api/v1/campaigns/").status_code == 200
+        counts[keyword] = len(queries)
+    assert counts["Bearer"] <= counts["Token"], counts
