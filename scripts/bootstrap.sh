@@ -16,7 +16,6 @@ if [ "$purpose" = test ]; then
     packages+=(globus-gridftp-server-progs globus-proxy-utils)  # real gsiftp:// doors with GSI, and the proxy they accept
     packages+=(iproute2 socat)  # client-pool tests: each client in a network namespace on a bridge, database and broker relayed to it
     packages+=(procps fio prometheus-node-exporter chromium strace)  # strace: a test checks children are vforked; host tests, node_exporter scrapes; browser tests (Playwright drives Debian's chromium)
-    packages+=(nodejs npm)  # the single sign-on tests run a real OpenID provider (tests/support/oidc)
 fi
 
 missing=()
@@ -45,7 +44,12 @@ fi
 .venv/bin/python -c "import gfal2" || { echo "gfal2's Python bindings do not import in .venv" >&2; exit 1; }
 
 # The tests' OpenID provider (panva's oidc-provider), from the npm registry at the locked versions.
+# It needs node >= 20 with its npm (NodeSource's nodejs package bundles npm; Debian 12's nodejs is 18).
 if [ "$purpose" = test ]; then
+    if ! command -v npm >/dev/null || ! node -e 'process.exit(Number(process.versions.node.split(".")[0]) >= 20 ? 0 : 1)'; then
+        echo "The single sign-on tests need node >= 20 and npm (e.g. NodeSource's nodejs package)" >&2
+        exit 1
+    fi
     oidc=tests/support/oidc
     if [ ! -d "$oidc/node_modules" ] || [ "$oidc/package-lock.json" -nt "$oidc/node_modules" ]; then
         (cd "$oidc" && npm ci --no-audit --no-fund --silent)
