@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from django.contrib.auth.models import Group, User
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from storageops import changelog, roles
@@ -40,15 +40,21 @@ def _username(claims: Mapping[str, Any], cfg: OidcConfig) -> str:
 def identity_for(claims: Mapping[str, Any], cfg: OidcConfig) -> ExternalIdentity:
     """The identity (issuer, sub) and its user, made on first sign-in (with no usable local password)."""
     subject = str(claims["sub"])
-    identity = ExternalIdentity.objects.select_related("user").filter(issuer=cfg.issuer, subject=subject).first()
+    found = ExternalIdentity.objects.select_related("user").filter(issuer=cfg.issuer, subject=subject)
+    identity = found.first()
     if identity is not None:
         return identity
-    user = User(username=_username(claims, cfg), email=str(claims.get("email") or "")[:254])
-    user.first_name = str(claims.get("given_name") or "")[:150]
-    user.last_name = str(claims.get("family_name") or "")[:150]
-    user.set_unusable_password()
-    user.save()
-    return ExternalIdentity.objects.create(user=user, issuer=cfg.issuer, subject=subject)
+    try:
+        with transaction.atomic():
+            user = User(username=_username(claims, cfg), email=str(claims.get("email") or "")[:254])
+            user.first_name = str(claims.get("given_name") or "")[:150]
+            user.last_name = str(claims.get("family_name") or "")[:150]
+            user.set_unusable_password()
+            user.save()
+            return ExternalIdentity.objects.create(user=user, issuer=cfg.issuer, subject=subject)
+    except IntegrityError:
+        # Two first requests of one identity at once (a script's parallel API calls): the other made it.
+        return found.get()
 
 
 def _role_state(user: User) -> dict[str, Any]:

@@ -9,6 +9,7 @@ import logging
 from typing import Any
 
 from django.contrib.auth import get_user_model
+from django.contrib.auth.backends import ModelBackend
 from django.core.exceptions import SuspiciousOperation
 from mozilla_django_oidc.auth import OIDCAuthenticationBackend
 from mozilla_django_oidc.utils import import_from_settings
@@ -95,6 +96,10 @@ class ProviderBackend(OIDCAuthenticationBackend):
         if user is not None:
             request.oidc_session_seconds = self.session_seconds()
         return user
+
+    def get_user(self, user_id):
+        # Django's check, which the parent drops: a user an admin deactivated is signed out.
+        return ModelBackend.get_user(self, user_id)
 
     def get_token(self, payload: dict[str, Any]) -> dict[str, Any]:
         self.token_info = super().get_token(payload)

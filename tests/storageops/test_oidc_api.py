@@ -60,6 +60,13 @@ def test_a_provider_token_acts_with_its_mapped_role_and_follows_the_groups(oidc_
     nobody = _api(oidc_provider.access_token("nora"))
     assert nobody.get("/api/v1/campaigns/").status_code == 403
 
+    # An account a StorageOps admin disabled stays out, whatever the provider says.
+    identity.user.is_active = False
+    identity.user.save()
+    refused = as_viewer.get("/api/v1/campaigns/")
+    assert refused.status_code == 401
+    assert _message(refused) == "The account of this token is disabled."
+
 
 def test_an_expired_token_is_refused(oidc_provider, settings):
     settings.STORAGEOPS_OIDC = oidc_provider.config(leeway_seconds=0)
