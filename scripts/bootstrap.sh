@@ -42,3 +42,17 @@ if [ ! -f "$stamp" ] || [ "$requirements" -nt "$stamp" ] || [ requirements.txt -
     touch "$stamp"
 fi
 .venv/bin/python -c "import gfal2" || { echo "gfal2's Python bindings do not import in .venv" >&2; exit 1; }
+
+# The tests' OpenID provider (panva's oidc-provider), from the npm registry at the locked versions.
+# It needs node >= 20 with its npm (NodeSource's nodejs package bundles npm; Debian 12's nodejs is 18).
+if [ "$purpose" = test ]; then
+    if ! command -v npm >/dev/null || ! node -e 'process.exit(Number(process.versions.node.split(".")[0]) >= 20 ? 0 : 1)'; then
+        echo "The single sign-on tests need node >= 20 and npm (e.g. NodeSource's nodejs package)" >&2
+        exit 1
+    fi
+    oidc=tests/support/oidc
+    if [ ! -d "$oidc/node_modules" ] || [ "$oidc/package-lock.json" -nt "$oidc/node_modules" ]; then
+        (cd "$oidc" && npm ci --no-audit --no-fund --silent)
+        touch "$oidc/node_modules"
+    fi
+fi

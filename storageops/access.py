@@ -24,6 +24,7 @@ from django.template.loader import render_to_string
 
 from storageops.api import tokens
 from storageops.api.errors import error_response, unavailable, wants_json
+from storageops.oidc.hints import groups_hint
 from storageops.outage import is_outage
 
 logger = logging.getLogger(__name__)
@@ -36,7 +37,12 @@ def role_not_required(view: Callable) -> Callable:
 
 
 def no_role(request: HttpRequest) -> HttpResponse:
-    message = "Your account has no role yet: ask an admin to give you one (viewer, operator or admin)."
+    hint = groups_hint(request)
+    message = (
+        f"Your account has no role yet. {hint}"
+        if hint
+        else "Your account has no role yet: ask an admin to give you one (viewer, operator or admin)."
+    )
     if wants_json(request):
         return error_response(403, message)
     html = render_to_string("403_no_role.html", {"message": message}, request=request)

@@ -101,3 +101,24 @@ def register(*model_classes: type[models.Model]) -> None:
         post_delete.connect(_post_delete, sender=model, dispatch_uid=f"{uid}-delete")
         for field in model._meta.many_to_many:
             m2m_changed.connect(_m2m_changed, sender=field.remote_field.through, dispatch_uid=f"{uid}-{field.name}")
+
+
+def record_update(obj: models.Model, before: dict, after: dict, *, via: str, actor: str) -> ChangeRecord | None:
+    """Log a change no signal receiver sees, made by something that is not a signed-in user:
+    a user's roles set from the identity provider's groups (actor: the provider's name)."""
+    changes = diff(before, after)
+    if not changes:
+        return None
+    return ChangeRecord.objects.create(
+        user=None,
+        user_name=actor[:150],
+        via=via,
+        request_id=context.current().request_id,
+        action="update",
+        object_type=f"{obj._meta.app_label}.{obj._meta.model_name}",
+        object_id=obj.pk,
+        object_repr=str(obj)[:200],
+        before=before,
+        after=after,
+        changes=changes,
+    )

@@ -69,3 +69,23 @@ class APIToken(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.prefix}…, {self.role})"
+
+
+class ExternalIdentity(models.Model):
+    """A user as the site's OpenID provider knows them: its issuer and subject (`iss`, `sub`).
+
+    Accounts are matched on these, never on an e-mail address or a user name, so a provider
+    account cannot take over a local (break-glass) account that happens to share a name.
+    """
+
+    user = models.ForeignKey("auth.User", on_delete=models.CASCADE, related_name="external_identities")
+    issuer = models.CharField(max_length=255)
+    subject = models.CharField(max_length=255)
+    groups = models.JSONField(default=list, blank=True, help_text="The groups the provider named at the last sign-in.")
+    last_seen = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["issuer", "subject"], name="external_identity_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.subject} at {self.issuer}"

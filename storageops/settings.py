@@ -14,6 +14,7 @@ import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
 from storageops.env import env_bool, env_int, env_list, env_secret, env_str
+from storageops.oidc import config as oidc_config
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("STORAGEOPS_VAR_DIR", str(BASE_DIR / "var")))
@@ -111,6 +112,14 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
 ]
 LOGIN_URL = "login"
+
+# Single sign-on through the site's OpenID provider (docs/security.md): None unless
+# STORAGEOPS_OIDC_ISSUER is set, and then nothing of it runs on a request.
+STORAGEOPS_OIDC = oidc_config.from_env()
+AUTHENTICATION_BACKENDS = [
+    "django.contrib.auth.backends.ModelBackend",
+    *(["storageops.oidc.backend.ProviderBackend"] if STORAGEOPS_OIDC else []),
+]
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
 
@@ -266,6 +275,8 @@ if 3600 % STORAGEOPS_SAMPLE_ROLLUP_SECONDS:
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "storageops.api.auth.TokenAuthentication",
+        # Answers only when single sign-on is set up and the header carries a JWT.
+        "storageops.oidc.bearer.ProviderTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["storageops.api.auth.RolePermission"],

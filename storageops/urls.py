@@ -1,9 +1,9 @@
 from django.contrib import admin
-from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from storageops import metrics, token_views, views
 from storageops.access import role_not_required
+from storageops.oidc import views as sso
 
 # The apps' pages are included by dotted name, as ROOT_URLCONF and INSTALLED_APPS name modules:
 # Django imports them when it first resolves a URL, and storageops imports no app.
@@ -13,8 +13,11 @@ urlpatterns = [
     path("metrics", metrics.metrics, name="metrics"),
     path("tokens/", token_views.token_list, name="tokens"),
     path("tokens/<int:pk>/revoke/", token_views.token_revoke, name="token_revoke"),
-    path("login/", auth_views.LoginView.as_view(), name="login"),
-    path("logout/", role_not_required(auth_views.LogoutView.as_view()), name="logout"),
+    path("login/", sso.LoginPage.as_view(), name="login"),
+    path("logout/", role_not_required(sso.sign_out), name="logout"),
+    # Single sign-on (404 unless STORAGEOPS_OIDC_ISSUER is set); the provider redirects back to /oidc/callback/.
+    path("oidc/sign-in/", sso.sign_in, name="oidc_sign_in"),
+    path("oidc/callback/", sso.callback, name="oidc_callback"),
     path("admin/", admin.site.urls),
     # DRF answers 401/403 itself: no login redirect for machine clients.
     path("api/v1/grafana/", include("collectors.grafana_urls")),

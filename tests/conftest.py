@@ -200,3 +200,32 @@ def xrootd_https_pair(tmp_path_factory, test_ca):
     finally:
         for server in servers:
             server.stop()
+
+
+# -- single sign-on: a real OpenID provider (node oidc-provider) on loopback ---------------------------
+SSO_ACCOUNTS = {
+    "otto": {"groups": ["/storage", "/storage/ops"], "email": "otto@example.org"},
+    "nora": {"groups": ["/elsewhere"], "email": "nora@example.org"},
+}
+
+
+@pytest.fixture
+def oidc_provider(live_server, log_dir, settings):
+    """The provider, and StorageOps (the live server too) configured to sign in through it."""
+    from storageops.oidc import discovery
+    from tests.support.oidc_provider import start_provider
+
+    provider = start_provider(
+        log_dir, f"{live_server.url}/oidc/callback/", SSO_ACCOUNTS, post_logout_uri=f"{live_server.url}/login/"
+    )
+    settings.STORAGEOPS_OIDC = provider.config()
+    settings.AUTHENTICATION_BACKENDS = [
+        "django.contrib.auth.backends.ModelBackend",
+        "storageops.oidc.backend.ProviderBackend",
+    ]
+    discovery.forget()
+    try:
+        yield provider
+    finally:
+        provider.stop()
+        discovery.forget()

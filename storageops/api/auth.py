@@ -1,11 +1,14 @@
 """Authentication and permissions shared by every API view.
 
 Browsers use their session; automation sends `Authorization: Token <secret>`. A request
-made with a token may do what the token's role allows *and* its owner may do.
+made with a token may do what the token's role allows *and* its owner may do. With single
+sign-on set up, `Authorization: Bearer <JWT>` from the provider is checked by
+storageops.oidc.bearer (the user's roles, from the token's groups).
 """
 
 from __future__ import annotations
 
+from django.conf import settings
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import exceptions, permissions
 from rest_framework.authentication import BaseAuthentication, get_authorization_header
@@ -23,6 +26,8 @@ class TokenAuthentication(BaseAuthentication):
             return None
         if len(parts) != 2:
             raise exceptions.AuthenticationFailed("Send 'Authorization: Token <secret>'.")
+        if settings.STORAGEOPS_OIDC and parts[1].count(b".") == 2:
+            return None  # a JWT (our secrets have no dots): the provider's token, for the next class
         token = tokens.resolve(parts[1].decode(errors="replace"))
         if token is None:
             raise exceptions.AuthenticationFailed("Unknown, revoked or expired token.")

@@ -14,6 +14,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.template.loader import render_to_string
 from django.views import defaults
 
+from storageops.oidc.hints import groups_hint
 from storageops.outage import is_outage
 
 # Seconds a client is asked to wait when the database or the broker does not answer: long
@@ -63,7 +64,8 @@ def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
 def permission_denied(request: HttpRequest, exception: Exception) -> HttpResponse:
     if wants_json(request):
         return error_response(403, "Your role does not allow this.")
-    return defaults.permission_denied(request, exception)
+    html = render_to_string("403.html", {"exception": exception, "groups_hint": groups_hint(request)}, request=request)
+    return HttpResponse(html, status=403)
 
 
 def server_error(request: HttpRequest) -> HttpResponse:

@@ -1,0 +1,91 @@
+"""The local user of a provider identity, and its roles set from the provider's groups.
+
+Roles follow the provider at every sign-in (browser) and every bearer token (API): the role
+groups the mapping gives are added, the others removed, and a change is written to the change
+log as the provider's doing. Groups that are not roles are left alone.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from django.contrib.auth.models import Group, User
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from storageops import changelog, roles
+from storageops.models import ExternalIdentity
+from storageops.oidc.claims import groups_in, roles_for
+from storageops.oidc.config import OidcConfig
+
+CHANGE_VIA = "sso"
+
+
+def _username(claims: Mapping[str, Any], cfg: OidcConfig) -> str:
+    """A readable user name not yet taken: the provider's preferred_username (or the e-mail's
+    local part, or the subject), with the provider's host appended if a local account has it."""
+    base = str(claims.get("preferred_username") or str(claims.get("email") or "").split("@")[0] or claims["sub"])
+    base = re.sub(r"[^\w.@+-]", "_", base)[:100] or "user"
+    host = re.sub(r"^https?://", "", cfg.issuer).split("/")[0]
+    digest = hashlib.sha256(f"{cfg.issuer} {claims['sub']}".encode()).hexdigest()[:8]
+    for candidate in (base, f"{base}@{host}"[:150], f"{base}-{digest}"):
+        if not User.objects.filter(username=candidate).exists():
+            return candidate
+    return f"{base}-{digest}-{ExternalIdentity.objects.count()}"
+
+
+def identity_for(claims: Mapping[str, Any], cfg: OidcConfig) -> ExternalIdentity:
+    """The identity (issuer, sub) and its user, made on first sign-in (with no usable local password)."""
+    subject = str(claims["sub"])
+    found = ExternalIdentity.objects.select_related("user").filter(issuer=cfg.issuer, subject=subject)
+    identity = found.first()
+    if identity is not None:
+        return identity
+    try:
+        with transaction.atomic():
+            user = User(username=_username(claims, cfg), email=str(claims.get("email") or "")[:254])
+            user.first_name = str(claims.get("given_name") or "")[:150]
+            user.last_name = str(claims.get("family_name") or "")[:150]
+            user.set_unusable_password()
+            user.save()
+            return ExternalIdentity.objects.create(user=user, issuer=cfg.issuer, subject=subject)
+    except IntegrityError:
+        # Two first requests of one identity at once (a script's parallel API calls): the other made it.
+        return found.get()
+
+
+def _role_state(user: User) -> dict[str, Any]:
+    held = sorted(set(user.groups.filter(name__in=roles.ROLES).values_list("name", flat=True)))
+    return {"roles": held, "is_staff": user.is_staff}
+
+
+def apply_roles(user: User, wanted: set[str], cfg: OidcConfig) -> bool:
+    """Make the user's role groups exactly `wanted`; True if anything changed (and was logged)."""
+    before = _role_state(user)
+    if set(before["roles"]) == wanted and before["is_staff"] == (roles.ADMIN in wanted):
+        return False
+    with transaction.atomic():
+        role_groups = {g.name: g for g in Group.objects.filter(name__in=roles.ROLES)}
+        user.groups.remove(*[role_groups[name] for name in before["roles"] if name not in wanted])
+        user.groups.add(*[role_groups[name] for name in wanted if name in role_groups])
+        # The admin site is part of the admin role, as for local admins.
+        if user.is_staff != (roles.ADMIN in wanted):
+            user.is_staff = roles.ADMIN in wanted
+            user.save(update_fields=["is_staff"])
+        changelog.record_update(user, before, _role_state(user), via=CHANGE_VIA, actor=cfg.provider_name)
+    return True
+
+
+def sign_in(claims: Mapping[str, Any], cfg: OidcConfig) -> User:
+    """The user for these verified claims, with its roles set from their groups."""
+    identity = identity_for(claims, cfg)
+    groups = sorted(groups_in(claims, cfg.groups_claim))
+    apply_roles(identity.user, roles_for(groups, cfg), cfg)
+    now = timezone.now()
+    # The API checks a token on every request: write only what changed, or a minute later.
+    if identity.groups != groups or identity.last_seen is None or (now - identity.last_seen).total_seconds() > 60:
+        ExternalIdentity.objects.filter(pk=identity.pk).update(groups=groups, last_seen=now)
+    return identity.user
