@@ -118,6 +118,26 @@ def test_an_api_patch_of_endpoints_and_mode_together_is_judged_on_the_new_endpoi
     assert one_side.status_code == 400 and "in push mode" in one_side.json()["error"]["fields"]["tpc_mode"][0]
 
 
+@pytest.mark.django_db
+@pytest.mark.parametrize(("mode", "said"), [("streamed", "streamed mode needs the gfal2 engine"),
+                                            ("pull", "a job cannot ask for pull"),
+                                            ("push", "a job cannot ask for push")])  # fmt: skip
+def test_an_fts_campaign_asking_a_copy_mode_is_refused_at_creation_with_the_reason(admin_user, mode, said):
+    """FTS runs its own copies: streamed is not one of them, and a job has no field for pull or
+    push (its transfers record no mode), so only auto is honoured."""
+    from campaigns.models import FtsInstance
+
+    fts = FtsInstance.objects.create(name="modes-fts", url="https://fts.example.org:8446")
+    body = {"name": f"fts-{mode}", "sources": [endpoint("fs", "davs://a.test/d/").pk],
+            "destinations": [endpoint("fd", "davs://b.test/d/").pk], "engine": "fts",
+            "engine_options": {"instance": fts.pk}, "tpc_mode": mode}  # fmt: skip
+    refused = api(admin_user, "admin").post("/api/v1/campaigns/", body, format="json")
+    assert refused.status_code == 400, refused.content
+    assert said in refused.json()["error"]["fields"]["tpc_mode"][0]
+    made = api(admin_user, "admin").post("/api/v1/campaigns/", {**body, "tpc_mode": "auto"}, format="json")
+    assert made.status_code == 201, made.content
+
+
 def _bytes_read_by_this_process() -> int:
     """rchar: every byte this process read from files and sockets, whichever thread read it."""
     for line in Path("/proc/self/io").read_text().splitlines():
