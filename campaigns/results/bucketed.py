@@ -164,9 +164,12 @@ class Window:
 
 def measured_windows(run: Run, width: int, keep: Q | None = None) -> dict[int, Window]:
     """Per step with a measurement start, its buckets from there on (one query a step: FTS
-    steps are few)."""
+    steps are few). Untrimmed (no `keep`), read from the 1 s buckets where the run still has them."""
+    starts = concurrency.measured_windows(run)
+    if starts and keep is None and TransferBucket.objects.filter(run=run, width=1).exists():
+        width = 1
     out = {}
-    for step, (_, since) in concurrency.measured_windows(run).items():
+    for step, (_, since) in starts.items():
         first = math.floor(since / width)
         # The share of the first bucket that lies after `since`.
         part = ((first + 1) * width - since) / width
@@ -244,9 +247,7 @@ def tables(run: Run, width: int = 60, keep: Q | None = None, cut: Iterable[tuple
     cut, door_side = list(cut), RunSpec.of(run).door_side
     side = f"{door_side}_endpoint_id"
     rows = groups(run, ("step", side), width, keep)
-    # Untrimmed, a measured step is read from the 1 s buckets where the run still has them.
-    fine = 1 if keep is None and TransferBucket.objects.filter(run=run, width=1).exists() else width
-    windows = measured_windows(run, fine, keep)
+    windows = measured_windows(run, width, keep)
     means = achieved(rows, cut)
     for step, window in windows.items():
         seconds = _window_seconds(window.since, window.ran_last, cut)
