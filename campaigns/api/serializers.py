@@ -124,6 +124,17 @@ class FtsInstanceSerializer(BaseModelSerializer):
     )
 
 
+def _expect_endpoints(instance: Campaign, attrs: dict) -> None:
+    """Tell the campaign the endpoints it is about to have, so that its own validation checks
+    the copy modes against them: a PATCH that changes the endpoints and the mode together is
+    judged on the new endpoints, not on the old ones."""
+    if "sources" in attrs or "destinations" in attrs:
+        instance.pending_endpoints = tuple(
+            list(attrs[name]) if name in attrs else list(getattr(instance, name).all()) if instance.pk else []
+            for name in ("sources", "destinations")
+        )
+
+
 class CampaignSerializer(BaseModelSerializer):
     # Every host is accepted here, so a door named by mistake is refused as "not a client"
     # (validate) rather than as a host that "does not exist".
@@ -162,6 +173,17 @@ class CampaignSerializer(BaseModelSerializer):
             if problem:
                 raise serializers.ValidationError({"source_urls": [problem]})
         return attrs
+
+    def before_model_clean(self, instance: Campaign, attrs: dict) -> None:
+        _expect_endpoints(instance, attrs)
+
+    def update(self, instance: Campaign, validated_data: dict) -> Campaign:
+        # The model validates itself again when saved, before DRF sets the many-to-many fields.
+        _expect_endpoints(instance, validated_data)
+        try:
+            return super().update(instance, validated_data)
+        finally:
+            instance.__dict__.pop("pending_endpoints", None)
 
     def _copy_mode_error(self, attrs: dict, engine: str) -> str | None:
         """The modes asked against the endpoints given (or kept), as the model checks a saved campaign."""

@@ -2,7 +2,9 @@
 
 Throughput is always bytes really moved divided by time really spent: a step's figure is
 the bytes of its successful copies over its active window (first start to last end), not
-a mean of per-file rates, which would overstate what the storage sustained.
+a mean of per-file rates, which would overstate what the storage sustained. A step with a
+measurement start (FTS's warm-up, RunStep.measured_from) is measured from there instead
+(campaigns.results.measured).
 """
 
 from __future__ import annotations
@@ -11,12 +13,12 @@ import math
 from collections import Counter, defaultdict, deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from urllib.parse import urlsplit
 
 from campaigns.choices import TransferState
 from campaigns.models import Endpoint, Run, Transfer
-from campaigns.results import concurrency
+from campaigns.results import concurrency, measured
 from campaigns.spec import RunSpec
 
 _FIELDS = (
@@ -57,6 +59,10 @@ class Aggregate:
     errors: Counter = field(default_factory=Counter)
     # Intervals left out of the analysis (around restarts): not counted as active time.
     excluded: list[tuple[datetime, datetime]] = field(default_factory=list)
+    # A step measured after its warm-up: where its window starts (epoch seconds) and the bytes
+    # its copies moved from there on.
+    measured_since: float | None = None
+    measured_moved: float = 0.0
 
     def add(self, state, size, moved, started, finished, duration, category) -> None:
         if state == TransferState.SUCCEEDED:
@@ -76,11 +82,15 @@ class Aggregate:
                 self.first_start = started
             if finished is not None and (self.last_end is None or finished > self.last_end):
                 self.last_end = finished
+        if self.measured_since is not None and state == TransferState.SUCCEEDED and started and finished:
+            self.measured_moved += measured.bytes_within(
+                moved or 0, started.timestamp(), finished.timestamp(), self.measured_since
+            )
 
     def as_dict(self) -> dict:
         self.durations.sort()
         self.latencies.sort()
-        return {
+        out = {
             **figures(self.ok, self.failed, self.bytes, self.first_start, self.last_end, self.excluded),
             "files_skipped": self.skipped,
             # Bytes per second of copy time: what its copies moved while they ran, however the
@@ -95,6 +105,12 @@ class Aggregate:
             "start": self.first_start.isoformat() if self.first_start else None,
             "end": self.last_end.isoformat() if self.last_end else None,
         }
+        if self.measured_since is not None:
+            since = datetime.fromtimestamp(self.measured_since, tz=UTC)
+            after = self.last_end is not None and self.last_end > since
+            window = active_window(since, self.last_end, self.excluded) if after else 0.0
+            measured.apply(out, self.measured_since, self.measured_moved, window)
+        return out
 
 
 def active_window(
@@ -161,7 +177,8 @@ def run_summary(run: Run, exclude: list[tuple[datetime, datetime]] | None = None
         return Aggregate(excluded=exclude)
 
     total = new()
-    steps: dict[int, Aggregate] = defaultdict(new)
+    since = {index: measured_from for index, (_, measured_from) in concurrency.measured_windows(run).items()}
+    steps: dict[int, Aggregate] = {}
     by_destination: dict[int, Aggregate] = defaultdict(new)
     by_source: dict[int, Aggregate] = defaultdict(new)
     left_out = {"transfers": 0, "bytes": 0}
@@ -179,6 +196,8 @@ def run_summary(run: Run, exclude: list[tuple[datetime, datetime]] | None = None
         values = (state, size, moved, started, finished, duration, category)
         total.add(*values)
         if step is not None:
+            if step not in steps:
+                steps[step] = Aggregate(excluded=exclude, measured_since=since.get(step))
             steps[step].add(*values)
         by_destination[dst].add(*values)
         by_source[src].add(*values)

@@ -13,6 +13,11 @@ The buckets are read as group rows (per step, door, state and error category, wi
 bytes, first start and last end) and merged here into a total, a door or a step row: counts
 and sums, so hundreds of thousands of rows never come into Python. Percentiles would need
 every duration, so these rows leave them out; a finished run's stored summary has them.
+
+A step measured after its warm-up (RunStep.measured_from) is read from there, as the final
+summary reads it from the rows (campaigns.results.measured): its throughput and achieved mean
+from the buckets from measured_from on, the bucket it falls in counted for the part after it
+(its bytes and busy time spread evenly within it, as a copy's are over its duration).
 """
 
 from __future__ import annotations
@@ -20,14 +25,15 @@ from __future__ import annotations
 import math
 from collections import Counter, defaultdict
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from django.db.models import F, Max, Min, Q, Sum
 
 from campaigns.choices import TransferState
 from campaigns.models import Run, TransferBucket
-from campaigns.results import concurrency
-from campaigns.results.analysis import door_names, figures
+from campaigns.results import concurrency, measured
+from campaigns.results.analysis import active_window, door_names, figures
 from campaigns.spec import RunSpec
 
 TRIM_FINE_SPAN = 6 * 3600
@@ -145,6 +151,55 @@ def achieved(rows: list[dict], cut: Iterable[tuple[datetime, datetime]] = ()) ->
     return means
 
 
+@dataclass(frozen=True)
+class Window:
+    """What the buckets say of a step from its measurement start on."""
+
+    since: float
+    moved: float
+    busy: float
+    last_end: float | None  # of its copies that ended (not cancelled): where its window ends
+    ran_last: float | None  # of every copy that ran: where its span in flight ends
+
+
+def measured_windows(run: Run, width: int, keep: Q | None = None) -> dict[int, Window]:
+    """Per step with a measurement start, its buckets from there on (one query a step: FTS
+    steps are few). Untrimmed (no `keep`), read from the 1 s buckets where the run still has them."""
+    starts = concurrency.measured_windows(run)
+    if starts and keep is None and TransferBucket.objects.filter(run=run, width=1).exists():
+        width = 1
+    out = {}
+    for step, (_, since) in starts.items():
+        first = math.floor(since / width)
+        # The share of the first bucket that lies after `since`.
+        part = ((first + 1) * width - since) / width
+        buckets = TransferBucket.objects.filter(run=run, width=width, step=step, k__gte=first)
+        if keep is not None:
+            buckets = buckets.filter(keep)
+        sums = buckets.aggregate(
+            later_moved=Sum("moved", filter=Q(k__gt=first)),
+            later_busy=Sum("busy", filter=Q(k__gt=first)),
+            moved_first=Sum("moved", filter=Q(k=first)),
+            busy_first=Sum("busy", filter=Q(k=first)),
+            ended_last=Max("last_end", filter=~_CANCELLED),
+            any_last=Max("last_end"),
+        )
+        out[step] = Window(
+            since=since,
+            moved=(sums["later_moved"] or 0.0) + (sums["moved_first"] or 0.0) * part,
+            busy=(sums["later_busy"] or 0.0) + (sums["busy_first"] or 0.0) * part,
+            last_end=sums["ended_last"],
+            ran_last=sums["any_last"],
+        )
+    return out
+
+
+def _window_seconds(since: float, end: float | None, cut: list[tuple[datetime, datetime]]) -> float:
+    if end is None or end <= since:
+        return 0.0
+    return active_window(_dt(since), _dt(end), cut)
+
+
 def merged(rows: Iterable[dict], excluded: Iterable[tuple[datetime, datetime]] = ()) -> dict:
     """The figures of a set of group rows, with their failures per category."""
     rows = list(rows)
@@ -192,13 +247,22 @@ def tables(run: Run, width: int = 60, keep: Q | None = None, cut: Iterable[tuple
     cut, door_side = list(cut), RunSpec.of(run).door_side
     side = f"{door_side}_endpoint_id"
     rows = groups(run, ("step", side), width, keep)
+    windows = measured_windows(run, width, keep)
+    means = achieved(rows, cut)
+    for step, window in windows.items():
+        seconds = _window_seconds(window.since, window.ran_last, cut)
+        means[step] = (window.busy / seconds if seconds > 0 else None, None)
+    steps = step_table(run, rows, cut, achieved=means)
+    for row in steps:
+        if (window := windows.get(row["step"])) is not None:
+            measured.apply(row, window.since, window.moved, _window_seconds(window.since, window.last_end, cut))
     total = merged(rows, cut)
     endpoint_ids = {r[side] for r in rows}
     names = door_names(endpoint_ids)
     doors = {names.get(e, str(e)): merged((r for r in rows if r[side] == e), cut) for e in endpoint_ids}
     return {
         "total": {**total, "duration_p50": None, "duration_p95": None},
-        "steps": step_table(run, rows, cut, achieved=achieved(rows, cut)),
+        "steps": steps,
         "doors": dict(sorted(doors.items())),
         "door_side": door_side,
         "left_out": {

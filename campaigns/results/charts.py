@@ -18,7 +18,7 @@ from django.db.models import Count, Min, Sum
 from campaigns import sweeps
 from campaigns.choices import TransferState
 from campaigns.models import Run, RunChart, Transfer, TransferBucket
-from campaigns.results import analysis, bucketed, disturbance
+from campaigns.results import analysis, bucketed, concurrency, disturbance
 from campaigns.results.scope import run_scope, run_window
 from campaigns.spec import RunSpec
 from collectors.choices import DISTURBING_KINDS
@@ -143,6 +143,13 @@ def hosts(run: Run) -> dict:
 # Either way round: throughput against concurrency, one line per setting of the other knobs, or
 # against a swept knob (streams, TCP buffer, mode), one line per concurrency. Tokyo plotted
 # gridFTP streams against clients both ways; so does a run.
+def step_point(step: dict) -> dict:
+    """A step on a throughput-against-concurrency chart: at the concurrency it achieved (its
+    mean in flight), its target beside it for the label; a step of 4 that ran at 1.48 is drawn
+    at 1.48, not at 4."""
+    return {"x": concurrency.x(step), "y": step["throughput_bps"], "target": step.get("concurrency")}
+
+
 def series(steps: list[dict], x: str, axes: list[str]) -> list[dict]:
     """One line per combination of the dimensions other than `x`, its points in x order."""
     others = [d for d in ["concurrency", *axes] if d != x]
@@ -150,15 +157,20 @@ def series(steps: list[dict], x: str, axes: list[str]) -> list[dict]:
     for s in steps:
         if s.get("throughput_bps") is None or s.get(x) is None:
             continue
-        lines.setdefault(tuple(s.get(d) for d in others), []).append(
-            {"x": s[x], "y": s["throughput_bps"], "step": s["step"]}
-        )
+        point = step_point(s) if x == "concurrency" else {"x": s[x], "y": s["throughput_bps"]}
+        lines.setdefault(tuple(s.get(d) for d in others), []).append({**point, "step": s["step"]})
     return [
         {"label": " · ".join(f"{sweeps.AXIS_LABELS.get(d, d)} {sweeps.value_text(d, v)}"
                               for d, v in zip(others, key, strict=True)),
-         "points": sorted(points, key=lambda p: (str(type(p["x"])), p["x"]))}
+         "points": sorted(points, key=_x_order)}
         for key, points in sorted(lines.items(), key=lambda item: [str(v) for v in item[0]])
     ]  # fmt: skip
+
+
+def _x_order(point: dict) -> tuple:
+    # Numbers in their order (an achieved 1.92 between the targets 1 and 4), names after them.
+    x = point["x"]
+    return (0, x, "") if isinstance(x, int | float) and not isinstance(x, bool) else (1, 0, str(x))
 
 
 def steps_chart(steps: list[dict], axes: list[str]) -> dict:

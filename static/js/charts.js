@@ -209,8 +209,26 @@
       eventsOf(docs));
   }
 
+  /* A step is drawn at the concurrency it achieved (its mean in flight), its target kept for the
+     axis ticks and the tooltip: a step of 4 that ran at 1.48 sits at 1.48, labelled "target ×4". */
   function stepPoints(data) {
-    return data.steps.filter(function (s) { return s.throughput_bps; }).map(function (s) { return { x: s.concurrency, y: s.throughput_bps }; });
+    return data.steps.filter(function (s) { return s.throughput_bps; }).map(function (s) {
+      var achieved = s.achieved_mean === null || s.achieved_mean === undefined ? s.concurrency : s.achieved_mean;
+      return { x: achieved, y: s.throughput_bps, target: s.concurrency };
+    });
+  }
+
+  function targetsOf(points) { return points.map(function (p) { return p.target === undefined ? p.x : p.target; }); }
+
+  /* The tooltip's line under a step's throughput: the target it was asked for and what it ran at. */
+  function stepTooltip(chart) {
+    chart.options.plugins.tooltip.callbacks.afterLabel = function (ctx) {
+      var p = ctx.raw;
+      if (!p || p.target === undefined || p.target === null) return "";
+      return "target ×" + p.target + ", ran at " + Number(p.x).toFixed(2) + " in flight";
+    };
+    chart.update("none");
+    return chart;
   }
 
   /* Throughput against concurrency; in a sweep over more than concurrency, one line per setting. */
@@ -218,13 +236,13 @@
     var data = docs.steps, points = stepPoints(data);
     if (!points.length) { noData(c, "No step has a throughput yet."); return; }
     clearNoData(c);
-    var axis = concurrencyAxis(points.map(function (p) { return p.x; }));
+    var axis = concurrencyAxis(targetsOf(points));
     if (!data.axes || !data.axes.length) {
-      makeChart(c, "line", [{ label: "throughput per step", data: points, borderColor: colour(0), backgroundColor: colour(0), pointRadius: 4, unit: "B/s" }],
-        { x: axis, y: valueAxis("throughput (bytes/s)", "B/s") }, []);
+      stepTooltip(makeChart(c, "line", [{ label: "throughput per step", data: points, borderColor: colour(0), backgroundColor: colour(0), pointRadius: 4, unit: "B/s" }],
+        { x: axis, y: valueAxis("throughput (bytes/s)", "B/s") }, []));
       return;
     }
-    makeChart(c, "line", sweepLines(data.by.concurrency), { x: axis, y: valueAxis("throughput (bytes/s)", "B/s") }, []);
+    stepTooltip(makeChart(c, "line", sweepLines(data.by.concurrency), { x: axis, y: valueAxis("throughput (bytes/s)", "B/s") }, []));
   }
 
   /* The same steps against the first swept knob (data-axis), one line per concurrency. */
@@ -244,7 +262,7 @@
 
   function sweepLines(lines) {
     return lines.map(function (l, i) {
-      return { label: l.label, data: l.points.map(function (p) { return { x: p.x, y: p.y }; }),
+      return { label: l.label, data: l.points.map(function (p) { return { x: p.x, y: p.y, target: p.target }; }),
         borderColor: colour(i), backgroundColor: colour(i), pointRadius: 4, unit: "B/s" };
     });
   }
@@ -372,9 +390,9 @@
     data.runs.forEach(function (r, i) {
       steps.push({ label: compareLabel(r), data: r.steps, borderColor: colour(i), backgroundColor: colour(i), pointRadius: 4,
         borderDash: r.disturbed ? [5, 4] : [], unit: "B/s" });
-      r.steps.forEach(function (p) { concurrencies.push(p.x); });
+      concurrencies = concurrencies.concat(targetsOf(r.steps));
     });
-    makeChart(c, "line", steps, { x: concurrencyAxis(concurrencies), y: valueAxis("throughput (bytes/s)", "B/s") }, []);
+    stepTooltip(makeChart(c, "line", steps, { x: concurrencyAxis(concurrencies), y: valueAxis("throughput (bytes/s)", "B/s") }, []));
   }
 
   function drawCompareTime(c, docs) {

@@ -52,11 +52,16 @@ class BaseModelSerializer(serializers.ModelSerializer):
             setattr(instance, key, value)
         if not_null:
             raise serializers.ValidationError(not_null)
+        self.before_model_clean(instance, attrs)
         try:
             instance.full_clean()
         except DjangoValidationError as exc:
             raise serializers.ValidationError({self._api_name(k): v for k, v in exc.message_dict.items()}) from None
         return attrs
+
+    def before_model_clean(self, instance, attrs: dict) -> None:
+        """Hook: tell the unsaved `instance` what else the request changes (its many-to-many
+        fields, set only after it is saved) before the model's own validation runs."""
 
     def _model_field_names(self) -> set[str]:
         return {f.name for f in self.Meta.model._meta.get_fields() if getattr(f, "concrete", False)}

@@ -93,6 +93,10 @@ def test_the_step_table_of_the_run_page_exports_cli_and_comparison_carry_the_ach
     assert [(s["concurrency"], s["achieved_mean"], s["off_target"]) for s in result["runs"][0]["steps"]] == [
         (s["concurrency"], s["achieved_mean"], s["off_target"]) for s in steps
     ]
+    # The comparison's chart puts each step at the concurrency it achieved, its target beside.
+    assert comparison.overlay_series([mixed, all_off])["runs"][0]["steps"] == [
+        {"x": s["achieved_mean"], "y": s["throughput_bps"], "target": s["concurrency"]} for s in steps
+    ]
     compare_html = client.get(f"/campaigns/compare/?runs={mixed.pk}&runs={all_off.pk}").content.decode()
     assert "Per step: copies in flight achieved" in compare_html
     assert f"×4: {last['achieved_mean']:.2f} (max {last['achieved_max']})" in compare_html

@@ -53,6 +53,7 @@ def test_create_converts_units_and_sweeps(client, admin_user, endpoints):
         ({"timeout": "0"}, "timeout", "greater than or equal to 1"),
         ({"checksum_mode": "source"}, "checksum_mode", "known checksum"),
         ({"tpc_mode": "streamed", "engine": "fts"}, "tpc_mode", "needs the gfal2 engine"),
+        ({"tpc_mode": "push", "engine": "fts"}, "tpc_mode", "a job cannot ask for push"),
         ({"destinations": []}, "destinations", "at least one destination"),
         ({"name": "bad/name"}, "name", "Use letters, digits"),
         ({"destination_path": "../escape"}, "destination_path", ""),
@@ -162,7 +163,7 @@ def test_an_fts_campaign_gets_its_engine_options_from_the_form(client, admin_use
     from campaigns.models import FtsInstance
 
     client.force_login(admin_user)
-    data = form_data(*endpoints, name="fts-form", engine="fts", tpc_mode="pull", step_files="", concurrency_steps="2")
+    data = form_data(*endpoints, name="fts-form", engine="fts", tpc_mode="auto", step_files="", concurrency_steps="2")
     refused = client.post("/campaigns/new/", data)
     assert refused.status_code == 400
     assert list(refused.context["form"].errors) == ["fts_instance"]  # said once, at its field

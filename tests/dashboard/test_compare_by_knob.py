@@ -23,7 +23,7 @@ def test_runs_that_differ_in_streams_are_charted_against_streams(client, viewer)
     assert (across["by"]["x"], across["by"]["label"]) == ("streams", "streams")
     lines = [(line["label"], [p["x"] for p in line["points"]]) for line in across["by"]["lines"]]
     assert lines == [("concurrency 1", [1, 4]), ("concurrency 2", [1, 4])]
-    by_run = {r["run"]: {p["x"]: p["y"] for p in r["steps"]} for r in across["runs"]}
+    by_run = {r["run"]: {p["target"]: p["y"] for p in r["steps"]} for r in across["runs"]}
     assert [p["y"] for p in across["by"]["lines"][1]["points"]] == [by_run[one.pk][2], by_run[four.pk][2]]
 
     within = client.get("/campaigns/compare/data.json", {"runs": f"{one.pk},{swept.pk}", "x": "streams"}).json()

@@ -309,12 +309,14 @@ def test_every_comparison_chart_is_trimmed_as_the_table(client, viewer, two_runs
     assert data["trimmed"] is True and untrimmed["trimmed"] is False
     for series in data["runs"]:
         steps = [s for s in table[series["run"]]["steps"] if s.get("throughput_bps")]
-        # The step curve is the trimmed table's, point for point.
-        assert series["steps"] == [{"x": s["concurrency"], "y": s["throughput_bps"]} for s in steps]
+        # The step curve is the trimmed table's, point for point, each at the concurrency it achieved.
+        assert series["steps"] == [
+            {"x": s["achieved_mean"], "y": s["throughput_bps"], "target": s["concurrency"]} for s in steps
+        ]
         assert series["cuts"][0][0] is None  # the warm-up runs from the chart's start
     # Trimmed, the first run's step curve is the second step's alone.
-    assert [p["x"] for p in data["runs"][0]["steps"]] == [4]
-    assert [p["x"] for p in untrimmed["runs"][0]["steps"]] == [1, 4]
+    assert [p["target"] for p in data["runs"][0]["steps"]] == [4]
+    assert [p["target"] for p in untrimmed["runs"][0]["steps"]] == [1, 4]
     # Over time, the warm-up is a gap and the rest is the untrimmed curve.
     trimmed, whole = data["runs"][0]["over_time"], untrimmed["runs"][0]["over_time"]
     cut = warmup

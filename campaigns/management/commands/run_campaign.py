@@ -88,9 +88,10 @@ class Command(BaseCommand):
     def _report(self, run: Run) -> None:
         total = run.summary.get("total", {})
         self.stdout.write(
-            f"\nRun #{run.pk} {run.state}: {run.files_done} ok, {run.files_failed} failed, {run.files_skipped} "
-            f"skipped; {human_bytes(run.bytes_done)} at {human_rate(total.get('throughput_bps'))} "
-            f"({run.stop_reason})"
+            # Cancelled (started, then stopped) apart from skipped (never started): not the same loss.
+            f"\nRun #{run.pk} {run.state}: {run.files_done} ok, {run.files_failed} failed, {run.files_cancelled} "
+            f"cancelled, {run.files_skipped} skipped; {human_bytes(run.bytes_done)} at "
+            f"{human_rate(total.get('throughput_bps'))} ({run.stop_reason})"
         )
         header = (
             f"{'step':>4} {'conc':>5} {'achieved':>8} {'max':>4} {'':>10} {'ok':>7} {'failed':>7} {'window':>10} "

@@ -95,3 +95,43 @@ def test_percentile_nearest_rank():
     assert analysis.percentile([1, 2, 3, 4, 5, 6, 7, 8, 9, 10], 95) == 10
     assert analysis.percentile([1, 2, 3, 4], 50) == 2
     assert analysis.percentile([], 50) is None
+
+
+def test_a_step_measured_after_its_warm_up_gives_the_throughput_of_its_window(run):
+    """Step 1 measured from 12 s (FTS reached its concurrency there): the copy 10-14 s counts for
+    its half after 12 s (50 MB), the copy 11-15 s for its 3 s of 4 (75 MB); its window 12-15 s
+    (the failure 12-13 s ends inside it). The live reading from the time buckets says the same."""
+    from campaigns.models import buckets
+    from campaigns.results import bucketed
+
+    RunStep.objects.filter(run=run, index=1).update(measured_from=T0 + timedelta(seconds=12))
+    buckets.rebuild(run.pk)
+    step0, step1 = analysis.run_summary(run)["steps"]
+    assert step0["throughput_bps"] == pytest.approx(200e6 / 10) and "measured_bytes" not in step0
+    assert step1["files_ok"] == 2 and step1["bytes"] == 200_000_000  # what the step copied, whole
+    assert step1["measured_bytes"] == 125_000_000 and step1["window_seconds"] == 3.0
+    assert step1["throughput_bps"] == pytest.approx(125e6 / 3)
+    assert step1["warmup_seconds"] == 2.0 and step1["measured_from"] == (T0 + timedelta(seconds=12)).isoformat()
+    # Copies in flight over 12-15 s: 2 s + 3 s + 1 s (the failure) of busy time over 3 s.
+    assert step1["achieved_mean"] == pytest.approx(6 / 3, abs=1e-3)
+    live = {row["step"]: row for row in bucketed.tables(run)["steps"]}
+    assert live[1]["throughput_bps"] == pytest.approx(125e6 / 3)
+    assert live[1]["window_seconds"] == 3.0 and live[1]["measured_bytes"] == 125_000_000
+    assert live[1]["achieved_mean"] == pytest.approx(2.0, abs=1e-3)
+    assert live[0]["throughput_bps"] == pytest.approx(200e6 / 10)
+
+
+def test_a_measurement_start_inside_a_bucket_counts_the_part_after_it(run):
+    """12.5 s falls inside the 1 s bucket 12-13 s: half of that bucket is counted, as half of a
+    copy's bytes there lie after it (each copy's bytes spread evenly over its duration)."""
+    from campaigns.models import buckets
+    from campaigns.results import bucketed
+
+    RunStep.objects.filter(run=run, index=1).update(measured_from=T0 + timedelta(seconds=12.5))
+    buckets.rebuild(run.pk)
+    # 10-14 s: 1.5 s of 4 after 12.5 s; 11-15 s: 2.5 s of 4.
+    expected = 100e6 * 1.5 / 4 + 100e6 * 2.5 / 4
+    step1 = analysis.run_summary(run)["steps"][1]
+    assert step1["measured_bytes"] == round(expected) and step1["window_seconds"] == 2.5
+    live = bucketed.tables(run)["steps"][1]
+    assert live["throughput_bps"] == pytest.approx(expected / 2.5) == step1["throughput_bps"]

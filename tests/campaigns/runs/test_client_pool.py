@@ -164,6 +164,8 @@ def test_a_run_spread_over_three_clients_survives_one_killed_mid_step(
     # is copied again within the same attempt, and its row keeps the lost one in its history.
     assert run.state == RunState.SUCCEEDED and (run.files_done, run.files_failed) == (FILES, 0), report
     assert [t.state for t in rows] == ["succeeded"] * FILES and {t.attempt for t in rows} == {1}, report
+    # Each copy was streamed through its client, as asked: gfal2's own word, on every row.
+    assert {t.copy_mode for t in rows} == {"streamed"}, report
     lost = [t for t in rows if any(h.get("category") == "client_lost" for h in t.history)]
     assert lost and all(t.transfer_host != DOOMED for t in lost), report
     assert all(t.finished_at.timestamp() <= killed_at for t in rows if t.transfer_host == DOOMED), report
@@ -206,6 +208,63 @@ def test_a_run_spread_over_three_clients_survives_one_killed_mid_step(
     page = client.get(run.get_absolute_url()).content.decode()
     assert all(f'data-client="{name}"' in page for name in CLIENTS)
     assert f'<tr data-client="{DOOMED}" class="bad">' in page and "no heartbeat for 5 s" in page
+
+
+@pytest.fixture
+def root_doors(tmp_path):
+    """Two plain root:// doors (no TLS, no throttle), which the namespaces reach at the bridge."""
+    source = XRootDServer("pool-rsrc", tmp_path / "rs", workdir=tmp_path / "rsr")
+    destination = XRootDServer("pool-rdst", tmp_path / "rd", workdir=tmp_path / "rdr")
+    try:
+        yield source.start(), destination.start()
+    finally:
+        source.stop()
+        destination.stop()
+
+
+def test_a_pooled_streamed_run_between_root_doors_passes_every_byte_through_its_client(
+    root_doors, client_net, pool_processes
+):
+    """Streamed between two root:// doors, gfal2 would run a third-party copy; StorageOps streams
+    it through the copying process instead (Gfal2Copier._stream). In a pool that process is a
+    client in its own namespace: its interface must carry each of its copies in and out."""
+    source, destination = root_doors
+    files, size = 12, 4 * 1024 * 1024
+    obj = campaign(
+        "pooled-root", [endpoint("rpool-src", on_bridge(source.root_url_for("/data/"), client_net))],
+        [endpoint("rpool-dst", on_bridge(destination.root_url_for("/data/"), client_net))],
+        file_count=files, file_size=size, create_sources=True, tpc_mode="streamed", checksum_mode="both",
+        concurrency_steps=[len(CLIENTS)], timeout=120,
+    )  # fmt: skip
+    obj.clients.set(Host.objects.filter(name__in=CLIENTS))
+    _, processes = pool_processes
+    run = runs.start_run(obj, trigger="command")
+    wait_for(lambda: not Run.objects.get(pk=run.pk).is_live, 180, "the run to end", *processes)
+    run.refresh_from_db()
+    rows = list(Transfer.objects.filter(run=run).order_by("index"))
+    report = f"{run.state} {run.stop_reason}\n" + "\n".join(
+        f"{t.index} {t.transfer_host} {t.state} {t.copy_mode!r} {t.error_message}" for t in rows
+    )
+    assert run.state == RunState.SUCCEEDED and run.files_done == files, report
+    assert {t.copy_mode for t in rows} == {"streamed"}, report
+    assert {t.transfer_host for t in rows} == set(CLIENTS), report
+    for t in rows:
+        src = source.local_path("/" + urlsplit(t.source).path.lstrip("/"))
+        dst = destination.local_path("/" + urlsplit(t.destination).path.lstrip("/"))
+        assert dst.stat().st_size == src.stat().st_size == size, t.index
+        assert adler32(dst) == adler32(src) == int(t.destination_checksum, 16), t.index
+
+    figures, pool = run.summary["clients"], run.summary["client_pool"]
+    assert sum(f["bytes"] for f in figures.values()) == files * size
+    for name in CLIENTS:
+        rx, tx = pool[name]["nic"][client_net.interfaces[name]]
+        mine = figures[name]["bytes"]
+        assert mine == size * sum(1 for t in rows if t.transfer_host == name), (name, figures[name])
+        print(f"root streamed, client {name}: {figures[name]['files_ok']} files, {mine} B, "
+              f"rx {rx} B, tx {tx} B on {client_net.interfaces[name]}")  # fmt: skip
+        # Streamed through this client: every byte came in from the source door and went out to the
+        # destination door over its own interface (a third-party copy would leave both near zero).
+        assert rx >= mine and tx >= mine, (name, rx, tx, figures[name])
 
 
 def test_steps_hold_their_barrier_and_start_together_across_the_pool(pool_processes):

@@ -95,6 +95,49 @@ def test_the_form_and_the_api_refuse_it_with_the_reason(client, admin_user):
     assert made.status_code == 201, made.content
 
 
+@pytest.mark.django_db
+def test_an_api_patch_of_endpoints_and_mode_together_is_judged_on_the_new_endpoints(admin_user):
+    client = api(admin_user, "admin")
+    roots = [endpoint("pa", ROOT_A).pk], [endpoint("pb", ROOT_B).pk]
+    webs = [endpoint("wa", "davs://a.test/d/").pk], [endpoint("wb", "https://b.test/d/").pk]
+    body = {"name": "patched", "sources": roots[0], "destinations": roots[1], "tpc_mode": "pull"}
+    made = client.post("/api/v1/campaigns/", body, format="json")
+    assert made.status_code == 201, made.content
+    url = f"/api/v1/campaigns/{made.json()['id']}/"
+    # HTTP doors push: allowed, although the root:// doors it leaves could not.
+    moved = client.patch(url, {"sources": webs[0], "destinations": webs[1], "tpc_mode": "push"}, format="json")
+    assert moved.status_code == 200, moved.content
+    assert moved.json()["tpc_mode"] == "push" and moved.json()["sources"] == webs[0]
+    # And back to root:// doors still asking push: refused with the reason, nothing changed.
+    back = client.patch(url, {"sources": roots[0], "destinations": roots[1]}, format="json")
+    assert back.status_code == 400, back.content
+    assert "root:// to root:// in push mode" in back.json()["error"]["fields"]["tpc_mode"][0]
+    assert client.get(url).json()["sources"] == webs[0]
+    # Only one side changed: the other is the campaign's own.
+    one_side = client.patch(url, {"destinations": roots[1], "tpc_mode": "push"}, format="json")
+    assert one_side.status_code == 400 and "in push mode" in one_side.json()["error"]["fields"]["tpc_mode"][0]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(("mode", "said"), [("streamed", "streamed mode needs the gfal2 engine"),
+                                            ("pull", "a job cannot ask for pull"),
+                                            ("push", "a job cannot ask for push")])  # fmt: skip
+def test_an_fts_campaign_asking_a_copy_mode_is_refused_at_creation_with_the_reason(admin_user, mode, said):
+    """FTS runs its own copies: streamed is not one of them, and a job has no field for pull or
+    push (its transfers record no mode), so only auto is honoured."""
+    from campaigns.models import FtsInstance
+
+    fts = FtsInstance.objects.create(name="modes-fts", url="https://fts.example.org:8446")
+    body = {"name": f"fts-{mode}", "sources": [endpoint("fs", "davs://a.test/d/").pk],
+            "destinations": [endpoint("fd", "davs://b.test/d/").pk], "engine": "fts",
+            "engine_options": {"instance": fts.pk}, "tpc_mode": mode}  # fmt: skip
+    refused = api(admin_user, "admin").post("/api/v1/campaigns/", body, format="json")
+    assert refused.status_code == 400, refused.content
+    assert said in refused.json()["error"]["fields"]["tpc_mode"][0]
+    made = api(admin_user, "admin").post("/api/v1/campaigns/", {**body, "tpc_mode": "auto"}, format="json")
+    assert made.status_code == 201, made.content
+
+
 def _bytes_read_by_this_process() -> int:
     """rchar: every byte this process read from files and sockets, whichever thread read it."""
     for line in Path("/proc/self/io").read_text().splitlines():

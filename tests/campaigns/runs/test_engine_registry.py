@@ -115,7 +115,7 @@ def test_the_fts_entry_says_what_an_fts_campaign_may_not_ask_for():
     with pytest.raises(ValidationError) as refused:
         campaign.full_clean()
     assert set(refused.value.message_dict) == {"tpc_mode", "start_together", "engine_options"}
-    campaign.tpc_mode, campaign.start_together = "pull", False
+    campaign.tpc_mode, campaign.start_together = "auto", False
     instance = FtsInstance.objects.create(name="registry-fts", url="https://fts.example.org:8446")
     campaign.engine_options = {"instance": str(instance.pk), "strict_copy": "true"}
     campaign.full_clean()
@@ -149,7 +149,7 @@ def test_the_api_takes_engine_options_and_names_them_to_a_client_sending_the_old
     client = api(admin_user, "admin")
     source = mock_campaign("api-src").sources.get()
     instance = FtsInstance.objects.create(name="api-fts", url="https://fts.example.org:8446")
-    body = {"name": "api-fts", "sources": [source.pk], "engine": "fts", "tpc_mode": "pull"}
+    body = {"name": "api-fts", "sources": [source.pk], "engine": "fts", "tpc_mode": "auto"}
 
     old = client.post("/api/v1/campaigns/", {**body, "fts_instance": instance.pk, "fts_priority": 4}, format="json")
     assert old.status_code == 400, old.content

@@ -9,12 +9,14 @@ the step's achieved concurrency from there; the time before is its warm-up, show
 
 from __future__ import annotations
 
+from datetime import datetime
+
 import pytest
 from django.test import Client
 
 from campaigns.choices import RunState
 from campaigns.models import RunStep, Transfer
-from campaigns.results import concurrency, readers
+from campaigns.results import bucketed, concurrency, readers
 from tests.campaigns.runs.test_fts_steps import TOKEN, drive, new_run
 from tests.support.fts_double import FtsDouble
 
@@ -55,6 +57,32 @@ def test_a_sweep_1_2_4_under_a_20_s_optimizer_pass_measures_each_step_at_its_tar
         # Held long enough to measure: the files handed out after it reached its target.
         started_after = ran.filter(started_at__gte=step.measured_from).count()
         assert started_after >= MEASURE - step.concurrency, started_after
+    # Each step's throughput is measured over the same window: the bytes its copies moved from
+    # measured_from to its last end (a copy begun in the warm-up counted for its part after
+    # measured_from, its bytes spread over its own duration), over that window; worked out here
+    # from the transfer rows' own times. The live reading (time buckets) says the same.
+    final = {row["step"]: row for row in run.summary["steps"]}
+    live = {row["step"]: row for row in bucketed.tables(run)["steps"]}
+    for step in steps:
+        since, expected_bytes, last = step.measured_from.timestamp(), 0.0, None
+        for t in Transfer.objects.filter(run=run, step=step.index, state__in=["succeeded", "failed"]):
+            start, end = t.started_at.timestamp(), t.finished_at.timestamp()
+            last = end if last is None else max(last, end)
+            if t.state == "succeeded" and end > since:
+                expected_bytes += t.bytes_transferred * (end - max(start, since)) / (end - start or 1)
+        expected = expected_bytes / (last - since)
+        row = final[step.index]
+        whole = (
+            row["bytes"] / (datetime.fromisoformat(row["end"]) - datetime.fromisoformat(row["start"])).total_seconds()
+        )
+        print(f"step {step.index} x{step.concurrency}: throughput {row['throughput_bps'] / 1e6:.3f} MB/s over "
+              f"{row['window_seconds']} s from measured_from (expected {expected / 1e6:.3f}; live "
+              f"{live[step.index]['throughput_bps'] / 1e6:.3f}; over the whole step {whole / 1e6:.3f})")  # fmt: skip
+        assert row["window_seconds"] == pytest.approx(last - since, abs=1e-3), row
+        assert row["measured_bytes"] == round(expected_bytes), row
+        assert row["throughput_bps"] == pytest.approx(expected, rel=1e-6), row
+        assert live[step.index]["throughput_bps"] == pytest.approx(expected, rel=0.05), live[step.index]
+        assert live[step.index]["achieved_mean"] == pytest.approx(row["achieved_mean"], rel=0.05), live[step.index]
     # A step above the last one waits for the optimizer's next pass: its warm-up shows it.
     assert max(r["warmup_seconds"] for r in rows[1:]) > 1.0, rows
     assert all(r["warmup_seconds"] <= PASS_SECONDS + 5 for r in rows), rows

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import subprocess
+import time
 
 import pytest
 
+from campaigns import runs
 from campaigns.models import Run
 from tests.support.factories import mock_campaign
 from tests.support.processes import PYTHON, ROOT
@@ -35,6 +37,30 @@ def test_run_campaign_waits_and_prints_the_step_table(worker):
     assert [row[6] if row[4] == "off" else row[4] for row in table] == ["20", "20", "20"]
 
 
+def test_a_cancelled_run_prints_its_cancelled_copies_apart_from_the_skipped(worker):
+    """Two copies of 30 s under way when the run is cancelled (no grace): they are cancelled,
+    the eight never started are skipped, and the summary line says each."""
+    mock_campaign("cli-cancel", dst_query="time=30", file_count=10, concurrency_steps=[2], cancel_grace=0)
+    waiting = subprocess.Popen(
+        [PYTHON, "manage.py", "run_campaign", "cli-cancel", "--wait", "--poll", "0.3"],
+        cwd=ROOT, env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while not Run.objects.filter(campaign__name="cli-cancel", active_transfers__gte=2).exists():
+            assert time.monotonic() < deadline and waiting.poll() is None, "no two copies under way"
+            time.sleep(0.2)
+        runs.request_cancel(Run.objects.get(campaign__name="cli-cancel"))
+        out, err = waiting.communicate(timeout=60)
+    finally:
+        if waiting.poll() is None:
+            waiting.kill()
+    run = Run.objects.get(campaign__name="cli-cancel")
+    assert (run.state, run.files_cancelled, run.files_skipped) == ("cancelled", 2, 8), run.stop_reason
+    assert waiting.returncode == 1, err[-2000:]
+    assert f"Run #{run.pk} cancelled: 0 ok, 0 failed, 2 cancelled, 8 skipped" in out, out
+
+
 def test_run_campaign_names_an_unknown_campaign(db):
     result = subprocess.run(
         [PYTHON, "manage.py", "run_campaign", "no-such"], cwd=ROOT, env=child_env(), capture_output=True, text=True
@@ -55,7 +81,9 @@ def test_a_partial_run_exits_2_and_retry_failed_finishes_the_campaign(worker):
     first = manage("run_campaign", "cli-budget", "--wait", "--poll", "0.3")
     run = Run.objects.get(campaign__name="cli-budget")
     assert first.returncode == 2, first.stderr[-2000:]
-    assert f"Run #{run.pk} partial: {run.files_done} ok, 0 failed, {run.files_skipped} skipped" in first.stdout
+    assert f"Run #{run.pk} partial: {run.files_done} ok, 0 failed, 0 cancelled, {run.files_skipped} skipped" in (
+        first.stdout
+    )
     assert "byte budget reached" in first.stderr and f"manage.py retry_failed {run.pk}" in first.stderr
 
     chain = [run]

@@ -82,8 +82,11 @@ def test_each_step_of_a_streams_by_concurrency_matrix_copies_with_its_own_stream
     client.force_login(viewer)
     data = client.get(f"/campaigns/runs/{run.pk}/charts/steps.json").json()
     assert data["axes"] == ["streams"]
-    assert [(line["label"], [p["x"] for p in line["points"]]) for line in data["by"]["concurrency"]] == [
+    assert [(line["label"], [p["target"] for p in line["points"]]) for line in data["by"]["concurrency"]] == [
         ("streams 1", [1, 2]), ("streams 4", [1, 2])]  # fmt: skip
+    # Against the concurrency, each step sits at what it achieved (its target is the label's).
+    achieved = {s["step"]: s["achieved_mean"] for s in steps}
+    assert all(p["x"] == achieved[p["step"]] for line in data["by"]["concurrency"] for p in line["points"])
     assert [(line["label"], [p["x"] for p in line["points"]]) for line in data["by"]["streams"]] == [
         ("concurrency 1", [1, 4]), ("concurrency 2", [1, 4])]  # fmt: skip
     assert data["by"] == {x: charts.series(steps, x, ["streams"]) for x in ("concurrency", "streams")}

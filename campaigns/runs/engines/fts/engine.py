@@ -38,6 +38,13 @@ def campaign_errors(campaign: Campaign) -> dict[str, str]:
     errors: dict[str, str] = {}
     if campaign.tpc_mode == choices.TpcMode.STREAMED:
         errors["tpc_mode"] = "FTS does third-party copies; streamed mode needs the gfal2 engine."
+    elif campaign.tpc_mode != choices.TpcMode.AUTO:
+        # An FTS job has no field for pull or push: FTS's own configuration decides, and its
+        # transfers say nothing of the mode, so a campaign asking one would record a mode unproven.
+        errors["tpc_mode"] = (
+            f"FTS chooses third-party pull or push itself (its link and storage configuration): a job cannot ask "
+            f"for {campaign.tpc_mode}. Choose auto, or the gfal2 engine to ask for a mode."
+        )
     if campaign.start_together:
         errors["start_together"] = "FTS's scheduler starts copies itself: starting together needs the gfal2 engine."
     if (campaign.engine_options or {}).get("measure_files") and not campaign.step_files:
