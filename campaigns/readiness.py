@@ -30,6 +30,7 @@ from campaigns.runs.engines.base import CopyJob, CopyOptions, EndpointCredential
 from campaigns.runs.engines.gfal2.client import Gfal2Copier
 from campaigns.runs.engines.gfal2.executor import endpoint_credentials
 from campaigns.runs.planning import endpoint_folder_url
+from storageops import paths
 
 PROBE_BYTES = 1024 * 1024
 STEP_TIMEOUT = 120  # seconds gfal2 may take for one step
@@ -82,10 +83,9 @@ def auth_variants(endpoint: Endpoint) -> list[tuple[str, str]]:
 def plan(check: ReadinessCheck) -> list[Step]:
     """Every step of a check, in the order it runs."""
     endpoints = [check.endpoint, *([check.peer] if check.peer_id else [])]
-    folder = f"{FOLDER}/check-{check.pk}"
 
     def url(endpoint: Endpoint, name: str) -> str:
-        return endpoint_folder_url({"url": endpoint.url, "protocol": endpoint.protocol}, folder) + name
+        return probe_folder(endpoint, check) + name
 
     variants = {ep.name: auth_variants(ep) for ep in endpoints}
 
@@ -144,6 +144,11 @@ def plan(check: ReadinessCheck) -> list[Step]:
     return steps
 
 
+def probe_folder(endpoint: Endpoint, check: ReadinessCheck) -> str:
+    """The check's own folder on the endpoint: every file it writes lies in it."""
+    return endpoint_folder_url({"url": endpoint.url, "protocol": endpoint.protocol}, f"{FOLDER}/check-{check.pk}")
+
+
 def start(endpoint: Endpoint, peer: Endpoint | None = None, *, user=None) -> ReadinessCheck:
     """Record a check and hand it to a transfers worker once the transaction commits."""
     with transaction.atomic():
@@ -181,6 +186,7 @@ def run_check(check: ReadinessCheck, copier_factory: CopierFactory = Gfal2Copier
         local = Path(scratch) / "probe"
         local.write_bytes(data)
         runner = _Runner(copier_factory, credentials, data, local, Path(scratch))
+        runner.homes = [(ep.url, probe_folder(ep, check)) for ep in endpoints]
         for i, step in enumerate(steps):
             waiting = [s for s in steps[:i] if s.key in step.needs and s.state != "passed"]
             if waiting:
@@ -209,6 +215,8 @@ def _summary(steps: list[Step], failed: list[Step]) -> str:
 class _Runner:
     """Runs one step with a copier of the options the step needs."""
 
+    homes: list[tuple[str, str]] = []  # (endpoint URL, the check's folder on it): what steps may touch
+
     def __init__(self, factory: CopierFactory, credentials: dict, data: bytes, local: Path, scratch: Path) -> None:
         self.factory, self.credentials = factory, credentials
         self.data, self.local, self.scratch = data, local, scratch
@@ -224,12 +232,30 @@ class _Runner:
     def run(self, step: Step) -> None:
         tick = time.monotonic()
         try:
+            for url in filter(None, (step.source, step.destination)):
+                self.confined(url)
             message = getattr(self, f"_{step.operation}")(step)
+        except paths.PathRefused as exc:
+            step.state, step.message = "failed", "refused: " + " ".join(exc.messages)
         except OSError as exc:
             step.state, step.message = "failed", _words(exc)
         else:
             step.state, step.message = "passed", message
         step.seconds = round(time.monotonic() - tick, 3)
+
+    def confined(self, url: str, *, folder: bool = False) -> None:
+        """The one path rule again, now that the URL is used: strictly below the check's folder
+        (or that folder itself) on an endpoint that itself passes the rule (file://: links
+        resolved on this worker)."""
+        refusal = paths.PathRefused(f"{url} is below no readiness folder of the check's endpoints.")
+        for endpoint_url, home in self.homes:
+            try:
+                paths.below_endpoint(home, endpoint_url, strict=True)
+                paths.confine(url, home, strict=not folder)
+                return
+            except paths.PathRefused as exc:
+                refusal = exc
+        raise refusal
 
     def _proxy(self, step: Step) -> str:
         path = Path(self.credentials[step.endpoint].x509_proxy)
@@ -298,7 +324,8 @@ class _Runner:
         A copy lands in its destination's folder, which that endpoint's upload also wrote to."""
         for folder in {s.destination.rsplit("/", 1)[0] for s in steps if s.operation == "upload"}:
             # If it stays (not empty, or a plugin without rmdir), the page names it by the check's id.
-            with contextlib.suppress(OSError):
+            with contextlib.suppress(OSError, paths.PathRefused):
+                self.confined(folder, folder=True)
                 self.copier().remove_folder(folder)
 
 

@@ -21,7 +21,7 @@ from campaigns.models.engine_rules import client_pool_error, copy_mode_error
 from campaigns.results import baseline_choice, readers
 from collectors.models import Host
 from storageops.api.base import BaseModelSerializer
-from storageops.validators import check_source_urls, validate_http_url
+from storageops.validators import check_source_urls, folder_errors, validate_http_url
 
 
 class BackendSerializer(BaseModelSerializer):
@@ -151,6 +151,8 @@ class CampaignSerializer(BaseModelSerializer):
             raise serializers.ValidationError({"clients": [problem]})
         if problem := self._copy_mode_error(attrs, engine):
             raise serializers.ValidationError({"tpc_mode": [problem]})
+        if errors := self._folder_errors(attrs):
+            raise serializers.ValidationError({name: [problem] for name, problem in errors.items()})
         listing = attrs.get("source_listing", instance.source_listing if instance else "")
         if listing != "urls":
             return attrs
@@ -161,6 +163,19 @@ class CampaignSerializer(BaseModelSerializer):
             if problem:
                 raise serializers.ValidationError({"source_urls": [problem]})
         return attrs
+
+    def _folder_errors(self, attrs: dict) -> dict[str, str]:
+        """The campaign's folders below the endpoints given (or kept), by the one path rule."""
+        instance = self.instance
+        chosen = [
+            attrs[name] if name in attrs else getattr(instance, name).all() if instance else []
+            for name in ("sources", "destinations")
+        ]
+        folders = {
+            name: attrs.get(name, getattr(instance, name) if instance else Campaign._meta.get_field(name).default)
+            for name in ("source_path", "destination_path")
+        }
+        return folder_errors(folders, [ep.url for group in chosen for ep in group])
 
     def _copy_mode_error(self, attrs: dict, engine: str) -> str | None:
         """The modes asked against the endpoints given (or kept), as the model checks a saved campaign."""

@@ -17,7 +17,7 @@ from campaigns.models.engine_rules import client_pool_error
 from collectors.choices import HostRole
 from collectors.models import Host
 from storageops.units import parse_size
-from storageops.validators import check_source_urls
+from storageops.validators import check_source_urls, folder_errors
 
 
 class SizeField(forms.CharField):
@@ -236,6 +236,10 @@ class CampaignForm(forms.ModelForm):
             self.instance.pending_endpoints = (data["sources"], data["destinations"])
         if data.get("kind") == "transfer" and "destinations" in data and not data.get("destinations"):
             self.add_error("destinations", "A transfer campaign needs at least one destination.")
+        chosen = [*data.get("sources", []), *data.get("destinations", [])]
+        folders = {name: data[name] for name in ("source_path", "destination_path") if data.get(name)}
+        for name, problem in folder_errors(folders, [ep.url for ep in chosen]).items():
+            self.add_error(name, problem)
         if data.get("source_listing") == "urls" and data.get("sources") and not self.has_error("source_urls"):
             problem = check_source_urls(
                 data.get("source_urls", ""), [ep.url for ep in data["sources"]], settings.STORAGEOPS_MAX_LISTED_SOURCES
