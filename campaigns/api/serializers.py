@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from django.conf import settings
+from django.core.exceptions import ValidationError as DjangoValidationError
 from rest_framework import serializers
 
 from campaigns import runs
@@ -20,6 +21,7 @@ from campaigns.models import (
 from campaigns.models.engine_rules import client_pool_error, copy_mode_error
 from campaigns.results import baseline_choice, readers
 from collectors.models import Host
+from storageops import paths
 from storageops.api.base import BaseModelSerializer
 from storageops.validators import check_source_urls, folder_errors, validate_http_url
 
@@ -357,6 +359,15 @@ class RunListSerializer(RunSerializer):
         read_only_fields = fields
 
 
+def _endpoint_by_the_path_rule(endpoint: Endpoint) -> Endpoint:
+    """An endpoint a check may write to: its URL passes the path rule now (its row may predate it)."""
+    try:
+        paths.check_endpoint_url(endpoint.url)
+    except DjangoValidationError as exc:
+        raise serializers.ValidationError(exc.messages) from None
+    return endpoint
+
+
 class ReadinessCheckSerializer(BaseModelSerializer):
     """A readiness check: POST {endpoint, peer} queues one; GET follows its steps."""
 
@@ -367,6 +378,12 @@ class ReadinessCheckSerializer(BaseModelSerializer):
         help_text="One entry a step, in the order run: key, title, operation, endpoint, state (pending, passed, "
         "failed, skipped), message (the storage's own words), seconds, credentials.",
     )
+
+    def validate_endpoint(self, endpoint):
+        return _endpoint_by_the_path_rule(endpoint)
+
+    def validate_peer(self, peer):
+        return peer and _endpoint_by_the_path_rule(peer)
 
     class Meta:
         model = ReadinessCheck

@@ -16,6 +16,7 @@ from campaigns.models import SCHEDULE_SETTINGS, Campaign, CampaignSchedule, Endp
 from campaigns.models.engine_rules import client_pool_error
 from collectors.choices import HostRole
 from collectors.models import Host
+from storageops import paths
 from storageops.units import parse_size
 from storageops.validators import check_source_urls, folder_errors
 
@@ -369,7 +370,19 @@ class ReadinessForm(forms.Form):
 
     def __init__(self, *args, endpoint: Endpoint, **kwargs) -> None:
         super().__init__(*args, **kwargs)
+        self.endpoint = endpoint
         self.fields["peer"].queryset = self.fields["peer"].queryset.exclude(pk=endpoint.pk)
+
+    def clean(self):
+        data = super().clean()
+        # The endpoints' URLs by the path rule now: a row may predate it (the check re-checks each probe).
+        for name, endpoint in (("endpoint", self.endpoint), ("peer", data.get("peer"))):
+            try:
+                if endpoint is not None:
+                    paths.check_endpoint_url(endpoint.url)
+            except forms.ValidationError as exc:
+                self.add_error("peer" if name == "peer" else None, f"The {name}'s URL: {' '.join(exc.messages)}")
+        return data
 
 
 class BaselineChoiceForm(forms.Form):
