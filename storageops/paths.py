@@ -154,10 +154,8 @@ def check_endpoint_url(url: str) -> str:
         return confine(url, f"{parts.scheme}://{parts.netloc}/")
     roots = file_roots()
     for root in roots:
-        try:
-            return confine(url, "file://" + root)
-        except PathRefused:
-            continue
+        if _is_below(place.components, _components(root), strict=False):
+            return confine(url, "file://" + root)  # below it by name: links resolved, or why not
     allowed = ":".join(roots) if roots else "empty: this deployment allows no file:// endpoint"
     raise PathRefused(f"{_show(url)} is below no folder file:// endpoints may use (STORAGEOPS_FILE_ROOTS: {allowed}).")
 

@@ -94,7 +94,7 @@ def _listed_urls(sources: list[dict], text: str, storage, control, limit: int) -
         control()
         endpoint = owner(url, sources)
         if endpoint is None:
-            raise PreparationFailed(f"{url} is not below any source endpoint of this campaign.")
+            raise PreparationFailed(f"{url} is not below any source endpoint of this campaign{_why(url, sources)}")
         try:
             size = storage.size_of(url)
         except OSError as exc:
@@ -108,6 +108,17 @@ def owner(url: str, endpoints: list[dict]) -> dict | None:
     several are), checked when the run reads it: file:// resolves its links now."""
     found = paths.owner(url, [ep["url"] for ep in endpoints])
     return next((ep for ep in endpoints if ep["url"] == found), None)
+
+
+def _why(url: str, endpoints: list[dict]) -> str:
+    """What the path rule said against each source endpoint, as the end of a sentence."""
+    reasons = []
+    for endpoint in endpoints:
+        try:
+            paths.below_endpoint(url, endpoint["url"])
+        except paths.PathRefused as exc:
+            reasons.append(" ".join(exc.messages))
+    return f": {'; '.join(reasons)}" if reasons else "."
 
 
 def listed_totals(listing: list[dict]) -> tuple[int, int]:
