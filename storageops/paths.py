@@ -78,7 +78,10 @@ class _Place:
 
     def __init__(self, url: str) -> None:
         refuse_tricks(url)
-        parts = urlsplit(url)
+        try:
+            parts = urlsplit(url)
+        except ValueError:  # e.g. an unclosed '[' of an IPv6 host
+            raise PathRefused(f"{_show(url)} is not a URL that can be read.") from None
         if parts.fragment:
             raise PathRefused(f"{_show(url)} has a #fragment.")
         try:

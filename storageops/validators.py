@@ -21,7 +21,10 @@ def validate_transfer_url(value: str) -> None:
     """A storage URL prefix: a known scheme, a host (except file://), no user text tricks."""
     if any(ch.isspace() for ch in value) or "\x00" in value:
         raise ValidationError("A URL must not contain spaces or control characters.")
-    parts = urlsplit(value)
+    try:
+        parts = urlsplit(value)
+    except ValueError:  # e.g. an unclosed '[' of an IPv6 host
+        raise ValidationError("The URL cannot be read (an unclosed '[' of an IPv6 host?).") from None
     if parts.scheme not in TRANSFER_SCHEMES:
         raise ValidationError(
             "Unsupported URL scheme %(scheme)r: use one of %(schemes)s.",

@@ -437,3 +437,11 @@ def test_clean_up_refuses_a_run_folder_that_became_a_link_to_outside(tmp_path, s
     assert cleanup.own_folder(ep, "runs/run-7") is None  # so none of its files is a target
     # An endpoint row stored before the rule: no folder of it is clean-up's.
     assert cleanup.own_folder({"url": f"file://{tmp_path}/root/ep/a/../../x/", "protocol": "file"}, "runs") is None
+
+
+@pytest.mark.parametrize("value", ["root://[::1//data/", "root://[bad/x"])
+def test_a_url_that_cannot_be_read_is_refused_not_a_crash(value):
+    with pytest.raises(paths.PathRefused):
+        paths.check_endpoint_url(value)
+    with pytest.raises(paths.PathRefused):
+        paths.check_relative_path(value)
