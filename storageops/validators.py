@@ -136,6 +136,10 @@ def folder_errors(folders: dict[str, str], endpoint_urls: list[str]) -> dict[str
     endpoint is refused when it is named, not only when it is used."""
     errors: dict[str, str] = {}
     for field, path in folders.items():
+        try:
+            paths.check_relative_path(path)
+        except ValidationError:
+            continue  # the field's own validator says what is wrong with it, once
         for url in endpoint_urls:
             try:
                 paths.below_endpoint(path, url)
