@@ -39,6 +39,7 @@ from campaigns.runs.engines.gfal2.client import Gfal2Copier
 from campaigns.runs.engines.gfal2.deadline import Stopped, call_with_deadline
 from campaigns.runs.engines.gfal2.executor import endpoint_credentials
 from campaigns.runs.leases import executor_id
+from storageops import paths
 
 log = logging.getLogger(__name__)
 
@@ -231,6 +232,7 @@ def _run_steps(
         local = Path(scratch) / "probe"
         local.write_bytes(data)
         runner = _Runner(copier_factory, credentials, data, local, Path(scratch), watch)
+        runner.homes = [(ep.url, probe_url(ep, check.pk, "")) for ep in endpoints]
         for i, step in enumerate(steps):
             if watch.cancelled or watch.lost or watch():
                 if watch.lost:
@@ -270,6 +272,8 @@ def _outcome(steps: list[Step], *, cancelled: bool, crash: str, left: list[str])
 class _Runner:
     """Runs one step with a copier of the options the step needs."""
 
+    homes: list[tuple[str, str]] = []  # (endpoint URL, the check's folder on it): what steps may touch
+
     def __init__(
         self, factory: CopierFactory, credentials: dict, data: bytes, local: Path, scratch: Path, watch: lease.Watch
     ) -> None:
@@ -291,7 +295,11 @@ class _Runner:
         copier = self.copier(step)
         operation = getattr(self, f"_{step.operation}")
         try:
+            for url in filter(None, (step.source, step.destination)):
+                self.confined(url)
             message = call_with_deadline(copier, lambda: operation(step, copier), step.deadline, tick=self.watch)
+        except paths.PathRefused as exc:
+            step.state, step.message = "failed", "refused: " + " ".join(exc.messages)
         except Stopped as stopped:
             step.stopped = True
             step.state, step.message = self._stopped(step, stopped)
@@ -310,6 +318,20 @@ class _Runner:
         if self.watch.cancelled:
             return "cancelled", f"Cancelled while it ran: the call {ended}"
         return "failed", f"Stopped: this worker lost the check's lease{said}"
+
+    def confined(self, url: str, *, folder: bool = False) -> None:
+        """The one path rule again, now that the URL is used: strictly below the check's folder
+        (or that folder itself) on an endpoint that itself passes the rule (file://: links
+        resolved on this worker)."""
+        refusal = paths.PathRefused(f"{url} is below no readiness folder of the check's endpoints.")
+        for endpoint_url, home in self.homes:
+            try:
+                paths.below_endpoint(home, endpoint_url, strict=True)
+                paths.confine(url, home, strict=not folder)
+                return
+            except paths.PathRefused as exc:
+                refusal = exc
+        raise refusal
 
     def _proxy(self, step: Step, copier: Gfal2Copier) -> str:
         path = Path(self.credentials[step.endpoint].x509_proxy)

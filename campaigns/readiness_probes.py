@@ -17,6 +17,7 @@ from campaigns.runs.engines.gfal2.client import Gfal2Copier
 from campaigns.runs.engines.gfal2.deadline import GIVE_UP, Stopped, call_with_deadline
 from campaigns.runs.engines.gfal2.executor import endpoint_credentials
 from campaigns.runs.planning import endpoint_folder_url
+from storageops import paths
 
 FOLDER = "storageops-readiness"
 WRITING_OPERATIONS = ("upload", "tpc")
@@ -72,6 +73,11 @@ def remove_probes(
     for name, url in left_behind(check.steps):
         if name not in endpoints:
             continue
+        refused = _refusal(endpoints[name], check.pk, url)
+        if refused:
+            problems.append(f"{url}: not removed, {refused}")
+            silent.add(name)  # its folder is not touched either
+            continue
         if name in silent:
             problems.append(f"{url}: not tried, {name} did not answer")
             continue
@@ -82,8 +88,23 @@ def remove_probes(
     for name in sorted(touched - silent):
         # Best effort: a folder that stays (another file, a plugin without rmdir) is named by the
         # check's id; a door that did not answer is not waited for twice.
-        remove(name, "remove_folder", probe_url(endpoints[name], check.pk, "").rstrip("/"))
+        folder = probe_url(endpoints[name], check.pk, "").rstrip("/")
+        if not _refusal(endpoints[name], check.pk, folder, folder=True):
+            remove(name, "remove_folder", folder)
     return problems
+
+
+def _refusal(endpoint: Endpoint, check_id: int, url: str, *, folder: bool = False) -> str:
+    """The one path rule once more, now that a delete is about to be sent: the URL lies below the
+    check's own folder (or is that folder) on an endpoint that itself passes the rule (file://:
+    links resolved on this worker). "" when it does, else why not."""
+    home = probe_url(endpoint, check_id, "")
+    try:
+        paths.below_endpoint(home, endpoint.url, strict=True)
+        paths.confine(url, home, strict=not folder)
+    except paths.PathRefused as exc:
+        return "refused: " + " ".join(exc.messages)
+    return ""
 
 
 def _remove(factory, credentials, limits: tuple[int, float], operation: str, url: str, keepalive) -> str:

@@ -23,6 +23,7 @@ from django.utils import timezone
 
 from collectors.events import log_event
 from collectors.models import Host, MetricSample
+from storageops import paths
 
 NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 TOOLS = ("fio", "dd")
@@ -106,8 +107,10 @@ def validate_params(params: dict) -> HostTestParams:
     if not isinstance(subdir, str) or (subdir and not all(NAME_RE.fullmatch(p) for p in subdir.split("/"))):
         raise ValidationError("subdir must be a relative path of names made of letters, digits, '_' and '-'.")
     directory = (root / subdir).resolve()
-    if directory != root and root not in directory.parents:
-        raise ValidationError(f"The test directory must be inside {root}.")
+    try:
+        paths.confine_local(str(directory), str(root))  # the one path rule (storageops.paths)
+    except paths.PathRefused as exc:
+        raise ValidationError(f"subdir: the test directory must be inside {root}: {' '.join(exc.messages)}") from None
     rw = _choice(params, "rw", "write", RW_MODES)
     if tool == "dd" and rw not in ("read", "write"):
         raise ValidationError("dd only does sequential read or write.")

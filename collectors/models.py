@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from collectors import choices
 from storageops.models import BaseModel
+from storageops.paths import confine_local
 from storageops.validators import validate_http_url
 
 host_name_validator = RegexValidator(
@@ -20,8 +21,10 @@ host_name_validator = RegexValidator(
 
 
 def validate_path_list(value: object) -> None:
-    if not isinstance(value, list) or not all(isinstance(p, str) and p.startswith("/") for p in value):
+    if not isinstance(value, list) or not all(isinstance(p, str) for p in value):
         raise ValidationError('Give a list of absolute paths, e.g. ["/etc/xrootd/xrootd-door.cfg"].')
+    for path in value:
+        confine_local(path)  # the one path rule (storageops.paths)
 
 
 def validate_services(value: object) -> None:
@@ -37,8 +40,8 @@ def validate_services(value: object) -> None:
             raise ValidationError(
                 "Say how to find service %(name)r: process, pidfile or systemd_unit.", params={"name": item["name"]}
             )
-        if item.get("pidfile") and not str(item["pidfile"]).startswith("/"):
-            raise ValidationError("A pidfile must be an absolute path.")
+        if item.get("pidfile"):
+            confine_local(str(item["pidfile"]))
 
 
 def validate_log_files(value: object) -> None:
@@ -48,8 +51,9 @@ def validate_log_files(value: object) -> None:
     if not isinstance(value, list):
         raise ValidationError('Give a list such as [{"path": "/var/log/xrootd/door.log"}].')
     for item in value:
-        if not isinstance(item, dict) or not str(item.get("path", "")).startswith("/"):
+        if not isinstance(item, dict) or not item.get("path"):
             raise ValidationError("Each log file needs an absolute path.")
+        confine_local(str(item["path"]))
         for name, pattern in (item.get("patterns") or {}).items():
             try:
                 re.compile(pattern)

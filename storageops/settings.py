@@ -238,6 +238,12 @@ STORAGEOPS_PROGRESS_SECONDS = env_int("STORAGEOPS_PROGRESS_SECONDS", 2, minimum=
 STORAGEOPS_MAX_FILE_SIZE = env_int("STORAGEOPS_MAX_FILE_SIZE", 10**12, minimum=1, maximum=2**62)
 # Existing data as sources: at most this many files a listed folder or URL list may give a run.
 STORAGEOPS_MAX_LISTED_SOURCES = env_int("STORAGEOPS_MAX_LISTED_SOURCES", 10_000, minimum=1, maximum=10_000_000)
+# The folders file:// endpoints may lie in, colon-separated (docs/security.md): file:// reaches
+# the worker's own disks, so none unless the deployment names them. The demo site names its
+# var folder's "files"; the tests their temporary folder.
+STORAGEOPS_FILE_ROOTS = [os.path.normpath(root) for root in env_str("STORAGEOPS_FILE_ROOTS", "").split(":") if root]
+if any(not root.startswith("/") or ".." in root.split("/") for root in STORAGEOPS_FILE_ROOTS):
+    raise ImproperlyConfigured(f"STORAGEOPS_FILE_ROOTS={STORAGEOPS_FILE_ROOTS!r}: each root must be an absolute path")
 # Host-test series: the most one series may write (FZU wrote 50,000 x 1 GB).
 STORAGEOPS_HOST_TEST_MAX_BYTES = env_int("STORAGEOPS_HOST_TEST_MAX_BYTES", 100 * 10**12, minimum=1, maximum=2**62)
 # Copies in flight and none finished for this long: the run is stalled (an event and a banner).

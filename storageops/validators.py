@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from urllib.parse import unquote, urlsplit
+from urllib.parse import urlsplit
 
 from django.core.exceptions import ValidationError
+
+from storageops import paths
 
 # The widest values the columns hold (PostgreSQL's int4 and bigint): a value past them is a
 # validation error naming the field, checked before a query, never a database error.
@@ -19,7 +21,10 @@ def validate_transfer_url(value: str) -> None:
     """A storage URL prefix: a known scheme, a host (except file://), no user text tricks."""
     if any(ch.isspace() for ch in value) or "\x00" in value:
         raise ValidationError("A URL must not contain spaces or control characters.")
-    parts = urlsplit(value)
+    try:
+        parts = urlsplit(value)
+    except ValueError:  # e.g. an unclosed '[' of an IPv6 host
+        raise ValidationError("The URL cannot be read (an unclosed '[' of an IPv6 host?).") from None
     if parts.scheme not in TRANSFER_SCHEMES:
         raise ValidationError(
             "Unsupported URL scheme %(scheme)r: use one of %(schemes)s.",
@@ -36,6 +41,7 @@ def validate_transfer_url(value: str) -> None:
         raise ValidationError("The URL's port is not a number between 0 and 65535.") from None
     if parts.fragment:
         raise ValidationError("A storage URL must not have a #fragment.")
+    paths.refuse_tricks(value)
 
 
 def parse_url_list(value: str, limit: int) -> list[str]:
@@ -77,37 +83,38 @@ def validate_http_url(value: str) -> None:
         raise ValidationError("The URL's port is not a number between 0 and 65535.") from None
 
 
-def _decoded(value: str) -> str:
-    """value percent-decoded until it no longer changes: a door or a proxy may decode once
-    more than we do, so %252e%252e must be seen as the '..' it can become."""
-    for _ in range(5):
-        decoded = unquote(value)
-        if decoded == value:
-            break
-        value = decoded
-    return value
-
-
 def validate_relative_path(value: str) -> None:
-    """A path below an endpoint's prefix: never absolute, never climbing out with '..' in any
-    encoding (the URL a run builds from it is decoded by gfal2 and the door)."""
-    decoded = _decoded(value)
-    if value.startswith("/") or decoded.startswith("/") or "\x00" in decoded:
-        raise ValidationError("Give a path relative to the endpoint's prefix (no leading '/').")
-    if any(part == ".." for part in decoded.replace("\\", "/").split("/")):
-        raise ValidationError("A path may not contain '..' (percent-encoded or not).")
-    if any(ch.isspace() for ch in value) or any(ch in value for ch in "?#"):
-        raise ValidationError("A path may not contain spaces, '?' or '#'.")
+    """A path below an endpoint's prefix (storageops.paths: the one rule)."""
+    paths.check_relative_path(value)
 
 
-def is_below(url: str, prefix: str) -> bool:
-    """The URL lies below an endpoint's URL prefix (root://d:1094//data covers //data/x, not //database)."""
-    return url.startswith(prefix if prefix.endswith("/") else prefix + "/")
+def validate_absolute_path(value: str) -> None:
+    """A path on the worker or a host (credentials, watched files), by the one rule."""
+    paths.confine_local(value)
 
 
-def urls_outside(urls: list[str], prefixes: list[str]) -> list[str]:
-    """The URLs that are below none of the prefixes."""
-    return [url for url in urls if not any(is_below(url, prefix) for prefix in prefixes)]
+def validate_endpoint_url(value: str) -> None:
+    """An endpoint's URL prefix: a storage URL that passes the one path rule (file://: below
+    STORAGEOPS_FILE_ROOTS)."""
+    validate_transfer_url(value)
+    paths.check_endpoint_url(value)
+
+
+def urls_outside(urls: list[str], prefixes: list[str]) -> list[tuple[str, str]]:
+    """(URL, why) of each URL below none of the prefixes."""
+    outside = []
+    for url in urls:
+        if paths.owner(url, prefixes) is None:
+            outside.append((url, _why_outside(url, prefixes)))
+    return outside
+
+
+def _why_outside(url: str, prefixes: list[str]) -> str:
+    try:
+        paths.refuse_tricks(url)
+    except ValidationError as exc:
+        return " ".join(exc.messages)
+    return "is below none of the chosen source endpoints."
 
 
 def check_source_urls(text: str, source_urls: list[str], limit: int) -> str | None:
@@ -118,6 +125,25 @@ def check_source_urls(text: str, source_urls: list[str], limit: int) -> str | No
         return " ".join(exc.messages)
     outside = urls_outside(urls, source_urls)
     if outside:
-        more = f" (and {len(outside) - 1} more)" if len(outside) > 1 else ""
-        return f"{outside[0]}{more} is below none of the chosen source endpoints."
+        (url, why), more = outside[0], f" (and {len(outside) - 1} more)" if len(outside) > 1 else ""
+        return f"{url}{more} {why}"
     return None
+
+
+def folder_errors(folders: dict[str, str], endpoint_urls: list[str]) -> dict[str, str]:
+    """{field: what is wrong} for relative folders (field -> path) below each of these endpoints,
+    by the one path rule: file:// resolves its links, so a folder that is a link to outside its
+    endpoint is refused when it is named, not only when it is used."""
+    errors: dict[str, str] = {}
+    for field, path in folders.items():
+        try:
+            paths.check_relative_path(path)
+        except ValidationError:
+            continue  # the field's own validator says what is wrong with it, once
+        for url in endpoint_urls:
+            try:
+                paths.below_endpoint(path, url)
+            except ValidationError as exc:
+                errors[field] = f"Below {url}: {' '.join(exc.messages)}"
+                break
+    return errors

@@ -41,8 +41,17 @@ def test_endpoint_url_is_checked_by_scheme(backend, url, fragment):
 @pytest.mark.parametrize(
     "url", ["root://127.0.0.1:1094//data/", "davs://door2:2880/pnfs/test/", "file:///lustre/test/", "mock://m/x?time=1"]
 )
-def test_endpoint_accepts_storage_urls(backend, url):
+def test_endpoint_accepts_storage_urls(backend, url, settings):
+    settings.STORAGEOPS_FILE_ROOTS = ["/lustre"]
     assert Endpoint.objects.create(name="e1", backend=backend, url=url).protocol == url.split(":")[0]
+
+
+@pytest.mark.parametrize("roots", [[], ["/lustre/test2"], ["/lus"]])
+def test_a_file_endpoint_lies_below_a_root_the_deployment_names(backend, settings, roots):
+    settings.STORAGEOPS_FILE_ROOTS = roots
+    with pytest.raises(ValidationError) as exc:
+        Endpoint.objects.create(name="e1", backend=backend, url="file:///lustre/test/")
+    assert any("STORAGEOPS_FILE_ROOTS" in m or "below no folder" in m for m in _errors(exc)["url"])
 
 
 def test_endpoint_credentials_paths_must_be_absolute(backend):

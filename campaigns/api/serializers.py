@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from django.conf import settings
+from django.core.exceptions import ValidationError as DjangoValidationError
 from rest_framework import serializers
 
 from campaigns import runs
@@ -20,8 +21,9 @@ from campaigns.models import (
 from campaigns.models.engine_rules import client_pool_error, copy_mode_error
 from campaigns.results import baseline_choice, readers
 from collectors.models import Host
+from storageops import paths
 from storageops.api.base import BaseModelSerializer
-from storageops.validators import check_source_urls, validate_http_url
+from storageops.validators import check_source_urls, folder_errors, validate_http_url
 
 
 class BackendSerializer(BaseModelSerializer):
@@ -163,6 +165,8 @@ class CampaignSerializer(BaseModelSerializer):
             raise serializers.ValidationError({"clients": [problem]})
         if problem := self._copy_mode_error(attrs, engine):
             raise serializers.ValidationError({"tpc_mode": [problem]})
+        if errors := self._folder_errors(attrs):
+            raise serializers.ValidationError({name: [problem] for name, problem in errors.items()})
         listing = attrs.get("source_listing", instance.source_listing if instance else "")
         if listing != "urls":
             return attrs
@@ -184,6 +188,19 @@ class CampaignSerializer(BaseModelSerializer):
             return super().update(instance, validated_data)
         finally:
             instance.__dict__.pop("pending_endpoints", None)
+
+    def _folder_errors(self, attrs: dict) -> dict[str, str]:
+        """The campaign's folders below the endpoints given (or kept), by the one path rule."""
+        instance = self.instance
+        chosen = [
+            attrs[name] if name in attrs else getattr(instance, name).all() if instance else []
+            for name in ("sources", "destinations")
+        ]
+        folders = {
+            name: attrs.get(name, getattr(instance, name) if instance else Campaign._meta.get_field(name).default)
+            for name in ("source_path", "destination_path")
+        }
+        return folder_errors(folders, [ep.url for group in chosen for ep in group])
 
     def _copy_mode_error(self, attrs: dict, engine: str) -> str | None:
         """The modes asked against the endpoints given (or kept), as the model checks a saved campaign."""
@@ -365,6 +382,15 @@ class RunListSerializer(RunSerializer):
         read_only_fields = fields
 
 
+def _endpoint_by_the_path_rule(endpoint: Endpoint) -> Endpoint:
+    """An endpoint a check may write to: its URL passes the path rule now (its row may predate it)."""
+    try:
+        paths.check_endpoint_url(endpoint.url)
+    except DjangoValidationError as exc:
+        raise serializers.ValidationError(exc.messages) from None
+    return endpoint
+
+
 class ReadinessCheckSerializer(BaseModelSerializer):
     """A readiness check: POST {endpoint, peer} queues one; GET follows its steps."""
 
@@ -376,6 +402,12 @@ class ReadinessCheckSerializer(BaseModelSerializer):
         "passed, failed, skipped, cancelled), message (the storage's own words), seconds, started (epoch, while "
         "running), deadline (seconds: the endpoint's timeout), credentials.",
     )
+
+    def validate_endpoint(self, endpoint):
+        return _endpoint_by_the_path_rule(endpoint)
+
+    def validate_peer(self, peer):
+        return peer and _endpoint_by_the_path_rule(peer)
 
     class Meta:
         model = ReadinessCheck

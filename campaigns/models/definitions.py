@@ -13,7 +13,13 @@ from django.urls import reverse
 from campaigns import choices
 from campaigns.models import engine_registry, engine_rules, sweep_rules
 from storageops.models import BaseModel
-from storageops.validators import MAX_INT32, validate_relative_path, validate_source_url_list, validate_transfer_url
+from storageops.validators import (
+    MAX_INT32,
+    validate_absolute_path,
+    validate_endpoint_url,
+    validate_relative_path,
+    validate_source_url_list,
+)
 
 # On every database, not only where the backend's column range adds the bound (see MAX_INT32).
 INT32 = MaxValueValidator(MAX_INT32)
@@ -22,11 +28,6 @@ name_validator = RegexValidator(
     r"^[A-Za-z0-9][A-Za-z0-9 ._\-]*$",
     "Use letters, digits, spaces, dots, dashes and underscores, starting with a letter or digit.",
 )
-
-
-def validate_absolute_path(value: str) -> None:
-    if not value.startswith("/") or "\x00" in value:
-        raise ValidationError("Give an absolute path on the worker, e.g. /etc/grid-security/certificates.")
 
 
 class Backend(BaseModel):
@@ -65,7 +66,7 @@ class Endpoint(BaseModel):
     url = models.CharField(
         "URL prefix",
         max_length=500,
-        validators=[validate_transfer_url],
+        validators=[validate_endpoint_url],
         help_text="e.g. root://door1.example.org:1094//atlas/test/ or davs://door2:2880/pnfs/test/",
     )
     hosts = models.ManyToManyField(

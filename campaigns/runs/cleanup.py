@@ -23,11 +23,9 @@ from __future__ import annotations
 import errno
 import json
 import logging
-import posixpath
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
-from urllib.parse import unquote, urlsplit
 
 from campaigns.choices import TransferState
 from campaigns.models import Run, Transfer
@@ -36,6 +34,7 @@ from campaigns.runs import store
 from campaigns.runs.planning import endpoint_folder_url, plan, run_folder, sources_folder
 from campaigns.spec import RunSpec
 from collectors.events import log_event
+from storageops import paths
 
 log = logging.getLogger(__name__)
 DELETE_CONCURRENCY = 8
@@ -43,35 +42,33 @@ MAX_KEPT_ERRORS = 20
 
 
 def inside_prefix(url: str, prefix: str) -> bool:
-    """True if `url` names something strictly below the folder `prefix` (same scheme and host)."""
-    u, p = urlsplit(url), urlsplit(prefix)
-    if (u.scheme, u.netloc) != (p.scheme, p.netloc) or "\x00" in url:
+    """True if `url` names something strictly below the folder `prefix`, by the one path rule
+    (storageops.paths: same origin, no '..' in any encoding, file:// links resolved now)."""
+    try:
+        paths.confine(url, prefix, strict=True)
+    except paths.PathRefused:
         return False
-    path = _decoded(u.path)
-    if path is None:
-        return False
-    base = posixpath.normpath(_decoded(p.path) or p.path).rstrip("/") + "/"
-    return posixpath.normpath(path).startswith(base)
+    return True
 
 
-def _decoded(path: str) -> str | None:
-    """`path` percent-decoded until it no longer changes; None if any stage of it has a '..'
-    segment or a NUL (a server may decode once more than we do)."""
-    for _ in range(4):
-        if "\x00" in path or any(part == ".." for part in path.split("/")):
-            return None
-        decoded = unquote(path)
-        if decoded == path:
-            return path
-        path = decoded
-    return None  # encoded four times over: nothing a run writes
+def own_folder(endpoint: dict, folder: str) -> str | None:
+    """URL of `folder` below the endpoint when the rule finds it strictly below it (checked at
+    use: the endpoint's row may predate the rule, or its folder now be a link), else None."""
+    url = endpoint_folder_url(endpoint, folder)
+    try:
+        paths.below_endpoint(url, endpoint["url"], strict=True)
+    except paths.PathRefused as exc:
+        log.warning("clean-up: refused %s: %s", url, " ".join(exc.messages))
+        return None
+    return url
 
 
 def run_folders(run: Run) -> dict[int, str]:
     """Endpoint id → URL of the run's folder on that endpoint."""
     snapshot = run.snapshot
     folder = run_folder(RunSpec.of(run), run.pk)
-    return {ep["id"]: endpoint_folder_url(ep, folder) for ep in [*snapshot["sources"], *snapshot["destinations"]]}
+    endpoints = [*snapshot["sources"], *snapshot["destinations"]]
+    return {ep["id"]: url for ep in endpoints if (url := own_folder(ep, folder)) is not None}
 
 
 def remove_sources(run: Run, engine, tick: Callable[[], object] = lambda: None) -> dict:
@@ -94,15 +91,15 @@ def remove_sources(run: Run, engine, tick: Callable[[], object] = lambda: None) 
     for t in plan(run.snapshot, run.pk):
         if t.source in targets or t.source.startswith("mock:"):
             continue
-        home = endpoint_folder_url(endpoints[t.source_endpoint_id], folder)
-        if inside_prefix(t.source, home):
+        home = own_folder(endpoints[t.source_endpoint_id], folder)
+        if home is not None and inside_prefix(t.source, home):
             targets[t.source] = Target(t.source, t.size, checksums.get(t.size, ""))
             homes_of[t.source] = t.source_endpoint_id
         else:
             report["refused"] += 1
             _keep_error(report, f"refused (outside {home}): {t.source}")
     _delete_all(engine, list(targets.values()), report, spec.checksum_algorithm, tick)
-    homes = {endpoint_folder_url(endpoints[i], folder) for i in set(homes_of.values())}
+    homes = {own_folder(endpoints[i], folder) for i in set(homes_of.values())} - {None}
     sizes = {url.split("?", 1)[0].rsplit("/", 1)[0] + "/" for url in targets}
     report["folders_removed"] = _remove_folders(engine, sizes) + _remove_folders(engine, homes)
     return report

@@ -18,7 +18,8 @@ from campaigns.choices import ChecksumMode, SourceListing
 from campaigns.runs.planning import endpoint_folder_url
 from campaigns.runs.sources import PreparationFailed
 from campaigns.spec import RunSpec
-from storageops.validators import is_below, parse_url_list
+from storageops import paths
+from storageops.validators import parse_url_list
 
 
 def needs_listing(snapshot: dict) -> bool:
@@ -59,6 +60,11 @@ def _listed_folders(sources: list[dict], path: str, storage, control, limit: int
         control()
         folder = endpoint_folder_url(endpoint, path)
         try:
+            # Checked again now, on this machine: a folder may have become a link since it was named.
+            paths.below_endpoint(folder, endpoint["url"])
+        except paths.PathRefused as exc:
+            raise PreparationFailed(f"{folder} refused: {' '.join(exc.messages)}") from None
+        try:
             files = storage.list_files(folder)
         except OSError as exc:
             raise PreparationFailed(f"{folder} could not be listed: {exc.strerror or exc}") from None
@@ -68,9 +74,13 @@ def _listed_folders(sources: list[dict], path: str, storage, control, limit: int
                 "point the source path at a smaller folder, or raise the limit."
             )
         base = folder if folder.endswith("/") else folder + "/"
-        found += [
-            {"url": base + name, "size": size, "checksum": "", "endpoint": endpoint["id"]} for name, size in files
-        ]
+        for name, size in files:
+            url = base + name
+            try:
+                paths.confine(url, folder, strict=True)  # a name the door gives is read only below its folder
+            except paths.PathRefused as exc:
+                raise PreparationFailed(f"{url} refused: {' '.join(exc.messages)}") from None
+            found.append({"url": url, "size": size, "checksum": "", "endpoint": endpoint["id"]})
     return found
 
 
@@ -84,7 +94,7 @@ def _listed_urls(sources: list[dict], text: str, storage, control, limit: int) -
         control()
         endpoint = owner(url, sources)
         if endpoint is None:
-            raise PreparationFailed(f"{url} is not below any source endpoint of this campaign.")
+            raise PreparationFailed(f"{url} is not below any source endpoint of this campaign{_why(url, sources)}")
         try:
             size = storage.size_of(url)
         except OSError as exc:
@@ -94,9 +104,21 @@ def _listed_urls(sources: list[dict], text: str, storage, control, limit: int) -
 
 
 def owner(url: str, endpoints: list[dict]) -> dict | None:
-    """The endpoint whose URL prefix the URL is below (the longest, if several are)."""
-    below = [ep for ep in endpoints if is_below(url, ep["url"])]
-    return max(below, key=lambda ep: len(ep["url"]), default=None)
+    """The endpoint whose URL prefix the URL is below by the one path rule (the longest, if
+    several are), checked when the run reads it: file:// resolves its links now."""
+    found = paths.owner(url, [ep["url"] for ep in endpoints])
+    return next((ep for ep in endpoints if ep["url"] == found), None)
+
+
+def _why(url: str, endpoints: list[dict]) -> str:
+    """What the path rule said against each source endpoint, as the end of a sentence."""
+    reasons = []
+    for endpoint in endpoints:
+        try:
+            paths.below_endpoint(url, endpoint["url"])
+        except paths.PathRefused as exc:
+            reasons.append(" ".join(exc.messages))
+    return f": {'; '.join(reasons)}" if reasons else "."
 
 
 def listed_totals(listing: list[dict]) -> tuple[int, int]:

@@ -16,6 +16,7 @@ from campaigns.models.engine_registry import drive_task, engine
 from campaigns.runs.budgets import tightest_budget
 from campaigns.runs.planning import campaign_snapshot, planned_totals
 from collectors.events import log_event
+from storageops.validators import folder_errors
 
 # Tasks are sent by name (each engine's registry entry names its drive task): the services
 # that start runs never import the task module, which imports the driver, which imports these.
@@ -29,6 +30,10 @@ def check_runnable(campaign: Campaign) -> None:
         if campaign.kind == CampaignKind.TRANSFER and not campaign.destinations.exists():
             errors.append("The campaign has no destination endpoint.")
     errors += engine(campaign.engine).runnable_errors(campaign)
+    # The one path rule again at start: an endpoint row may predate it, a folder became a link.
+    endpoints = [ep.url for ep in [*campaign.sources.all(), *campaign.destinations.all()]]
+    folders = {"source path": campaign.source_path, "destination path": campaign.destination_path}
+    errors += [f"The {name}: {problem}" for name, problem in folder_errors(folders, endpoints).items()]
     if errors:
         raise ValidationError(errors)
 

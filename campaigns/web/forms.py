@@ -16,8 +16,9 @@ from campaigns.models import SCHEDULE_SETTINGS, Campaign, CampaignSchedule, Endp
 from campaigns.models.engine_rules import client_pool_error
 from collectors.choices import HostRole
 from collectors.models import Host
+from storageops import paths
 from storageops.units import parse_size
-from storageops.validators import check_source_urls
+from storageops.validators import check_source_urls, folder_errors
 
 
 class SizeField(forms.CharField):
@@ -236,6 +237,10 @@ class CampaignForm(forms.ModelForm):
             self.instance.pending_endpoints = (data["sources"], data["destinations"])
         if data.get("kind") == "transfer" and "destinations" in data and not data.get("destinations"):
             self.add_error("destinations", "A transfer campaign needs at least one destination.")
+        chosen = [*data.get("sources", []), *data.get("destinations", [])]
+        folders = {name: data[name] for name in ("source_path", "destination_path") if data.get(name)}
+        for name, problem in folder_errors(folders, [ep.url for ep in chosen]).items():
+            self.add_error(name, problem)
         if data.get("source_listing") == "urls" and data.get("sources") and not self.has_error("source_urls"):
             problem = check_source_urls(
                 data.get("source_urls", ""), [ep.url for ep in data["sources"]], settings.STORAGEOPS_MAX_LISTED_SOURCES
@@ -365,7 +370,19 @@ class ReadinessForm(forms.Form):
 
     def __init__(self, *args, endpoint: Endpoint, **kwargs) -> None:
         super().__init__(*args, **kwargs)
+        self.endpoint = endpoint
         self.fields["peer"].queryset = self.fields["peer"].queryset.exclude(pk=endpoint.pk)
+
+    def clean(self):
+        data = super().clean()
+        # The endpoints' URLs by the path rule now: a row may predate it (the check re-checks each probe).
+        for name, endpoint in (("endpoint", self.endpoint), ("peer", data.get("peer"))):
+            try:
+                if endpoint is not None:
+                    paths.check_endpoint_url(endpoint.url)
+            except forms.ValidationError as exc:
+                self.add_error("peer" if name == "peer" else None, f"The {name}'s URL: {' '.join(exc.messages)}")
+        return data
 
 
 class ReadinessScheduleForm(forms.Form):

@@ -16,8 +16,8 @@ from storageops.oidc.config import SESSION_ISSUER
 def groups_hint(request: HttpRequest) -> str | None:
     """None unless this session was signed in by the configured provider."""
     cfg = settings.STORAGEOPS_OIDC
-    session = getattr(request, "session", None)
-    if cfg is None or session is None or session.get(SESSION_ISSUER) != cfg.issuer:
+    stored = getattr(request, "session", None)  # Django's session, not an HTTP one
+    if cfg is None or stored is None or stored.get(SESSION_ISSUER) != cfg.issuer:
         return None
     wanted = " or ".join(f"{group} ({role})" for role, group in groups_to_ask_for(cfg))
     return (

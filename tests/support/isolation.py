@@ -13,6 +13,7 @@ its own id to the session's prefix.
 from __future__ import annotations
 
 import os
+import tempfile
 import uuid
 
 _session = os.environ.setdefault(
@@ -20,3 +21,7 @@ _session = os.environ.setdefault(
 )
 _worker = os.environ.get("PYTEST_XDIST_WORKER", "")
 os.environ["STORAGEOPS_QUEUE_PREFIX"] = f"{_session}{_worker}-" if _worker else _session
+
+# file:// endpoints only below the roots a deployment names (STORAGEOPS_FILE_ROOTS): the tests'
+# are their temporary folders (tmp_path, pytest's --basetemp), all below the system's.
+os.environ.setdefault("STORAGEOPS_FILE_ROOTS", tempfile.gettempdir())

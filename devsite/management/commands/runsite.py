@@ -152,6 +152,8 @@ class Command(BaseCommand):
                 clients = register_demo_pool(campaign)
             python = sys.executable
             env = dict(os.environ, GFAL_PYTHONBIN="/usr/bin/python3", PYTHONUNBUFFERED="1", PYTHONFAULTHANDLER="1")
+            # file:// endpoints of the demo lie in its own var folder, unless the operator names roots.
+            env.setdefault("STORAGEOPS_FILE_ROOTS", str(demo_file_root()))
             base = str(settings.BASE_DIR)
             self._check_stop()
             supervisor.start(
@@ -299,6 +301,13 @@ def _door_restart(server: XRootDServer):
         return server.process
 
     return restart
+
+
+def demo_file_root() -> Path:
+    """The folder the demo's file:// endpoints may lie in (STORAGEOPS_FILE_ROOTS): its own var's."""
+    root = Path(settings.VAR_DIR) / "files"
+    root.mkdir(parents=True, exist_ok=True)
+    return root
 
 
 def _control_socket(path: Path) -> list[str]:
