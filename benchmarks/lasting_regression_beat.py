@@ -147,14 +147,15 @@ def run_scenario(
     say: Callable[[str], None] = print,
 ) -> Outcome:
     """The whole story; ``every_seconds`` replaces the every-minute cron schedule by an interval
-    that short (the test's, so a dozen runs take two minutes, not twelve)."""
+    that short (the test's: ten runs in about four minutes, not ten)."""
     import gfal2
     from django.contrib.auth import get_user_model
     from django.contrib.auth.models import Group
+    from django.utils import timezone
     from django_celery_beat.models import IntervalSchedule, PeriodicTask
 
     from alerts.models import AlertKind, Delivery, Subscription
-    from campaigns.choices import FINAL_RUN_STATES
+    from campaigns.choices import ACTIVE_RUN_STATES, FINAL_RUN_STATES
     from campaigns.models import CampaignSchedule, Run
     from campaigns.results import baseline_choice
     from campaigns.runs import scheduling
@@ -244,7 +245,17 @@ def run_scenario(
             return run
 
         def change_door(rate: int) -> list:
-            """Restart door2 with another throttle, as an operator would; its collector logs it."""
+            """Restart door2 with another throttle, as an operator would; its collector logs it.
+
+            A short interval leaves less time between runs than door2's restart takes (about
+            11 s when it undoes the slow throttle): there, beat's task is held meanwhile, so no
+            run starts on a door going down. Every minute leaves time enough, and nothing is held.
+            """
+            window[0] = timezone.now()
+            if every_seconds:
+                hold_beat(True)
+                wait(lambda: not watched.runs.filter(state__in=ACTIVE_RUN_STATES).exists(), 120, processes,
+                     "the run in flight to end")  # fmt: skip
             since = time.time()
             before = set(Event.objects.filter(host=host).values_list("pk", flat=True))
             door.extra_config = throttle_config(rate)
@@ -256,25 +267,35 @@ def run_scenario(
                 return events if {e.kind for e in events} >= {"service_restart", "config_change"} else None
 
             events = wait(logged, 30, processes, "the collector's events of the change")
+            window[1] = max(e.time for e in events)
+            if every_seconds:
+                hold_beat(False)
             say(f"door2 throttled at {rate / 1e6:.0f} MB/s in {time.time() - since:.1f} s; collector logged "
                 + "; ".join(f"#{e.pk} {e.kind}: {e.summary}" for e in events))  # fmt: skip
             return events
 
-        def record(phase: str, count: int) -> None:
+        def hold_beat(held: bool) -> None:
+            task = PeriodicTask.objects.get(pk=schedule.periodic_task_id)
+            task.enabled = not held
+            task.save()  # its signal tells the running beat
+
+        def record(phase: str, count: int, before: str = "") -> None:
             while len([p for p, _ in outcome.runs if p == phase]) < count:
                 run = next_run()
-                # A run that began before the change was logged is the change's, not the phase's.
-                started_in_change = phase != "quiet" and run.started_at and run.started_at < change_time[0]
-                outcome.runs.append(("during change" if started_in_change else phase, run))
+                if before and run.finished_at and run.finished_at <= window[0]:
+                    label = before  # ended before the change began: the phase before's
+                elif before and run.started_at and run.started_at < window[1]:
+                    label = "during change"  # began before the change was logged
+                else:
+                    label = phase
+                outcome.runs.append((label, run))
 
-        change_time = [None]
+        window = [None, None]  # the change's start and the time its collector logged it
         record("quiet", quiet)
         outcome.slowed_by = change_door(SLOWED_RATE)
-        change_time[0] = max(e.time for e in outcome.slowed_by)
-        record("slowed", slowed)
+        record("slowed", slowed, before="quiet")
         outcome.undone_by = change_door(RATE)
-        change_time[0] = max(e.time for e in outcome.undone_by)
-        record("undone", back)
+        record("undone", back, before="slowed")
         recovered = Delivery.objects.filter(campaign=watched, kind=AlertKind.RECOVERED)
         wait(recovered.exists, 60, processes, "the recovery alert")
         wait(lambda: len(mailbox.messages) >= 2 and len(hook.received) >= 2, 20, processes, "the mails and webhooks")
