@@ -12,6 +12,7 @@ urlpatterns = [
     path("<int:pk>/edit/", views.campaign_edit, name="campaign_edit"),
     path("<int:pk>/clone/", views.campaign_clone, name="campaign_clone"),
     path("<int:pk>/start/", views.campaign_start, name="campaign_start"),
+    path("<int:pk>/new-normal/", baseline_views.campaign_new_normal, name="campaign_new_normal"),
     path("runs/", run_views.RunListView.as_view(), name="run_list"),
     path("runs/<int:pk>/", run_views.RunDetailView.as_view(), name="run_detail"),
     path("runs/<int:pk>/progress/", run_views.run_progress, name="run_progress"),

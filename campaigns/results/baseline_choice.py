@@ -101,7 +101,7 @@ def accept_new_normal(run: Run, reason: str, user=None) -> Run:
         raise ValidationError({"reason": f"At most {REASON_MAX} characters."})
     if run.state in ACTIVE_RUN_STATES:
         raise ValidationError({"state": f"Run #{run.pk} is {run.state}: accept it once it has ended."})
-    if run.retry_of_id is not None or run.state not in baselines.INCLUDABLE_STATES:
+    if not can_start_a_baseline(run):
         raise ValidationError(
             {"state": f"Run #{run.pk} ({run.state}{', a retry' if run.retry_of_id else ''}) cannot start a baseline: "
              "accept a succeeded or partial full run."}
@@ -116,6 +116,18 @@ def accept_new_normal(run: Run, reason: str, user=None) -> Run:
         user=run.baseline_chosen_by, source="operator" if run.baseline_chosen_by else "storageops",
     )  # fmt: skip
     return run
+
+
+def can_start_a_baseline(run: Run) -> bool:
+    """What accept_new_normal takes: a full run (not a retry) that ended succeeded or partial."""
+    return run.retry_of_id is None and run.state in baselines.INCLUDABLE_STATES
+
+
+def accepted_among(runs: list[Run]) -> Run | None:
+    """The latest of these runs accepted as the new normal (the campaign page's recent runs, so
+    the page asks the database nothing more)."""
+    accepted = [r for r in runs if r.baseline_choice == BaselineChoice.NEW_NORMAL and r.finished_at]
+    return max(accepted, key=lambda r: r.finished_at, default=None)
 
 
 def judge_again(run: Run, user=None) -> dict:

@@ -12,7 +12,7 @@ from django.core.exceptions import NON_FIELD_ERRORS
 
 from campaigns import sweeps
 from campaigns.choices import BaselineChoice
-from campaigns.models import SCHEDULE_SETTINGS, Campaign, CampaignSchedule, Endpoint, engine_registry
+from campaigns.models import SCHEDULE_SETTINGS, Campaign, CampaignSchedule, Endpoint, Run, engine_registry
 from campaigns.models.engine_rules import client_pool_error
 from collectors.choices import HostRole
 from collectors.models import Host
@@ -406,3 +406,33 @@ class BaselineChoiceForm(forms.Form):
 
     choice = forms.ChoiceField(choices=BaselineChoice.choices, label="Baselines")
     reason = forms.CharField(max_length=300, required=False, help_text="Why: required to include or leave out a run.")
+
+
+class NewNormalForm(forms.Form):
+    """Accept one of a campaign's runs as its new normal, from its page: the run and why."""
+
+    run = forms.IntegerField(min_value=1, label="From run", widget=forms.Select)
+    reason = forms.CharField(
+        max_length=300, label="What changed for good",
+        help_text="A new door, a firmware upgrade, a throttle the site chose: logged as a note with your name.",
+    )  # fmt: skip
+
+    def __init__(self, *args, campaign, runs=(), **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.campaign = campaign
+        self.fields["run"].widget.choices = [(r.pk, new_normal_label(r)) for r in runs]
+
+    def clean_run(self) -> Run:
+        pk = self.cleaned_data["run"]
+        run = Run.objects.filter(campaign=self.campaign, pk=pk).select_related("campaign").first()
+        if run is None:
+            raise forms.ValidationError(f"Run #{pk} is not a run of {self.campaign.name}.")
+        return run
+
+
+def new_normal_label(run: Run) -> str:
+    """How a run reads in the new-normal choice: its number, when, and its figure and judgement."""
+    total = (run.summary or {}).get("total") or {}
+    judged = ((run.summary or {}).get("judgement") or {}).get("status", "")
+    rate = f", {total['throughput_bps'] / 1e6:.1f} MB/s" if total.get("throughput_bps") else ""
+    return f"#{run.pk} {run.created:%Y-%m-%d %H:%M}{rate}{f', {judged}' if judged else ''}"

@@ -18,11 +18,12 @@ from django.views.generic import DetailView, ListView
 from campaigns import editing, readiness, runs
 from campaigns.dashboard import home_context
 from campaigns.models import Backend, Campaign, CampaignSchedule, Endpoint, ReadinessCheck, Run
+from campaigns.results import baseline_choice
 from campaigns.results.history import campaign_history
 from campaigns.results.history import watch as history_watch
 from campaigns.runs import scheduling
 from campaigns.web import campaign_extras, chart_registry
-from campaigns.web.forms import CampaignForm, CampaignScheduleForm, CloneForm, ReadinessForm
+from campaigns.web.forms import CampaignForm, CampaignScheduleForm, CloneForm, NewNormalForm, ReadinessForm
 from collectors.models import Event
 
 
@@ -63,6 +64,10 @@ class CampaignDetailView(DetailView):
         recent = self.object.recent_runs
         context["watch"] = history_watch(self.object, recent, complete=len(recent) < RECENT_RUNS)
         context["site_target_rate_bps"] = settings.STORAGEOPS_TARGET_RATE_BPS
+        # "Accept as the new normal from run #N", offered among the runs listed (no more queries).
+        context["accepted_normal"] = baseline_choice.accepted_among(recent)
+        candidates = [r for r in recent if baseline_choice.can_start_a_baseline(r)]
+        context["new_normal_form"] = NewNormalForm(campaign=self.object, runs=candidates) if candidates else None
         # Sites run a functional check before any stress test: offered for the endpoints without one.
         endpoints = [*self.object.sources.all(), *self.object.destinations.all()]
         context["unchecked_endpoints"] = readiness.unchecked(list(dict.fromkeys(endpoints)))

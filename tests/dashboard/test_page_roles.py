@@ -53,6 +53,7 @@ MATRIX: dict[str, tuple[str, str, str, int | tuple[int, ...]]] = {
     "campaigns:campaign_edit": ("get", "/campaigns/{campaign}/edit/", "admin", 200),
     "campaigns:campaign_clone": ("get", "/campaigns/{campaign}/clone/", "admin", 200),
     "campaigns:campaign_start": ("post", "/campaigns/{campaign}/start/", "operator", 302),
+    "campaigns:campaign_new_normal": ("post", "/campaigns/{campaign}/new-normal/", "operator", 302),
     "campaigns:run_list": ("get", "/campaigns/runs/", "viewer", 200),
     "campaigns:run_detail": ("get", "/campaigns/runs/{run}/", "viewer", 200),
     "campaigns:run_progress": ("get", "/campaigns/runs/{run}/progress/", "viewer", 200),
