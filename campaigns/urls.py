@@ -1,6 +1,14 @@
 from django.urls import path
 
-from campaigns.web import baseline_views, compare_views, readiness_views, run_views, status_views, views
+from campaigns.web import (
+    baseline_views,
+    compare_views,
+    readiness_views,
+    report_views,
+    run_views,
+    status_views,
+    views,
+)
 
 app_name = "campaigns"
 urlpatterns = [
@@ -23,6 +31,8 @@ urlpatterns = [
     path("runs/<int:pk>/transfers/", run_views.run_transfers, name="run_transfers"),
     path("runs/<int:pk>/errors/<str:category>/", run_views.run_errors, name="run_errors"),
     path("runs/<int:pk>/charts/<str:name>.json", run_views.run_chart, name="run_chart"),
+    path("runs/<int:pk>/report.html", report_views.run_report, name="run_report"),
+    path("runs/<int:pk>/report.pdf", report_views.run_report, {"as_pdf": True}, name="run_report_pdf"),
     path("status/", status_views.status_page, name="status"),
     path("compare/", compare_views.compare_page, name="compare"),
     path("compare/data.json", compare_views.compare_data, name="compare_data"),

@@ -5,11 +5,13 @@ from __future__ import annotations
 from django.core.exceptions import ValidationError
 from django.db.models.fields.json import KT
 from django.http import StreamingHttpResponse
+from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.pagination import CursorPagination
+from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -36,6 +38,8 @@ from campaigns.models import (
     Run,
     Transfer,
 )
+from campaigns.reports import content as report_content
+from campaigns.reports import download as report_download
 from campaigns.results import baseline_choice, comparison, exports, readers
 from campaigns.runs import scheduling
 from campaigns.web.filters import TransferFilter
@@ -287,6 +291,34 @@ class ComparisonView(APIView):
             raise ValidationError({"runs": "Give runs=ID,ID… or campaign=ID."})
         selected = comparison.select_runs(ids, int(campaign) if not ids else None)
         return Response(comparison.compare(selected))
+
+
+class RunReportView(APIView):
+    """A run's report as one self-contained file: GET /api/v1/runs/{id}/report.html (opens
+    offline, charts drawn from data inside it) or …/report.pdf (the same printed by Chromium;
+    503 with the reason when the server has none)."""
+
+    permission_classes = [RolePermission]
+    as_pdf = False
+
+    def get_queryset(self):
+        # For RolePermission: a report reads what reading the run needs.
+        return Run.objects.select_related("campaign")
+
+    def perform_content_negotiation(self, request, force=False):
+        # The report is a file whatever the client accepts; errors (401, 403, 404) stay JSON.
+        renderer = JSONRenderer()
+        return renderer, renderer.media_type
+
+    @extend_schema(responses={(200, "text/html"): OpenApiTypes.STR, (200, "application/pdf"): OpenApiTypes.BINARY})
+    def get(self, request, pk: int):
+        run = get_object_or_404(self.get_queryset(), pk=pk)
+        return report_download.response(report_content.run_report(run, request.user), self.as_pdf)
+
+
+class RunReportPdfView(RunReportView):
+    __doc__ = RunReportView.__doc__
+    as_pdf = True
 
 
 class TransferCursor(CursorPagination):

@@ -1,0 +1,95 @@
+"""What a run's report shows, gathered through the readers and registries the run page uses
+(campaigns.results.readers, the chart registry's documents, the stored verdict and judgement):
+a report never computes a figure of its own, so it cannot disagree with the page, and it reads
+the run's summary, buckets and samples, never its transfer rows."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from django.conf import settings
+from django.utils import timezone
+
+from campaigns import sweeps
+from campaigns.models import Run
+from campaigns.results import analysis, readers, verdicts
+from campaigns.spec import RunSpec
+from campaigns.web import chart_registry
+from storageops.version import full_version
+
+# Keys of a snapshot that name a secret or where one lies; a report leaves them out whatever
+# the snapshot holds (the snapshot already drops tokens: this guards what a later field adds).
+_SECRET_WORDS = ("token", "password", "secret", "credential", "x509", "proxy", "ca_dir", "cert", "private")
+_KEPT = ("has_token",)
+
+
+def is_secret(key: str) -> bool:
+    name = key.lower()
+    return name not in _KEPT and any(word in name for word in _SECRET_WORDS)
+
+
+def public(mapping: dict[str, Any]) -> dict[str, Any]:
+    """The mapping without the keys that name secrets (one level: snapshot values are flat)."""
+    return {key: value for key, value in mapping.items() if not is_secret(key)}
+
+
+def provenance(runs: list[Run], user: Any, now: datetime | None = None) -> dict:
+    """Who made the report, when, of which runs, with which StorageOps, at which site."""
+    return {
+        "version": full_version(),
+        "site": settings.STORAGEOPS_SITE_NAME,
+        "generated_at": now or timezone.now(),
+        "generated_by": user.get_username() if user is not None and user.is_authenticated else "",
+        "runs": [
+            {"id": r.pk, "campaign": r.campaign.name, "state": r.state, "started_at": r.started_at,
+             "finished_at": r.finished_at}
+            for r in runs
+        ],
+    }  # fmt: skip
+
+
+def _endpoints(snapshot: dict, side: str) -> list[dict]:
+    return [public({k: v for k, v in ep.items() if k != "hosts"}) for ep in snapshot.get(side, [])]
+
+
+def frozen(run: Run) -> dict:
+    """The parameters and set-up the run froze when it was created, secrets left out."""
+    snapshot = run.snapshot or {}
+    return {
+        "parameters": public(snapshot.get("parameters", {})),
+        "sources": _endpoints(snapshot, "sources"),
+        "destinations": _endpoints(snapshot, "destinations"),
+        "backends": [public(b) for b in snapshot.get("backends", [])],
+        "versions": public(run.versions or {}),
+    }
+
+
+def run_report(run: Run, user: Any) -> dict:
+    """The template context of one run's report; `documents` are its charts' data, by the URL
+    the charts name (charts.js reads them from the file instead of fetching)."""
+    swept = [(axis, sweeps.AXIS_LABELS[axis]) for axis in RunSpec.of(run).swept_axes]
+    charts = chart_registry.run_page(run, swept)
+    urls = {url: name for chart in charts for name, url in chart.sources}
+    documents = {url: chart_registry.run_document(run, name) for url, name in urls.items()}
+    events_url = next((url for url, name in urls.items() if name == "events"), None)
+    result = readers.stored(run)
+    return {
+        "kind": "run",
+        "title": f"{run.campaign.name} run #{run.pk}",
+        "provenance": provenance([run], user),
+        "run": run,
+        "result": result,
+        "swept": swept,
+        "charts": charts,
+        "documents": documents,
+        "events": [
+            {**e, "at": datetime.fromtimestamp(e["time"] / 1000, UTC)}
+            for e in (documents[events_url]["events"] if events_url else [])
+        ],
+        "verdict": (result or {}).get("verdict"),
+        "judgement": (run.summary or {}).get("judgement"),
+        "target_rate_bps": verdicts.target_rate_bps(run),
+        "client_rows": analysis.client_rows(run.summary or {}),
+        "frozen": frozen(run),
+    }
