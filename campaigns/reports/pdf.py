@@ -13,6 +13,9 @@ from django.conf import settings
 TIMEOUT_SECONDS = 60
 # Time Chromium's clock may run ahead for the page's scripts before it prints (charts drawn).
 SCRIPT_BUDGET_MS = 10_000
+# The width between an A4 landscape page's 10-mm margins (the report's @page), in CSS pixels:
+# Chart.js sizes its charts for the window, which is the printed page's width.
+PAGE_WINDOW = "1047,740"
 
 
 class PdfUnavailable(Exception):
@@ -42,7 +45,8 @@ def print_pdf(html: str, timeout: float = TIMEOUT_SECONDS) -> bytes:
             binary, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
             "--disable-background-networking", "--disable-component-update", "--no-first-run",
             f"--user-data-dir={folder}/profile", f"--virtual-time-budget={SCRIPT_BUDGET_MS}",
-            "--no-pdf-header-footer", f"--print-to-pdf={pdf}", page.as_uri(),
+            f"--window-size={PAGE_WINDOW}", "--hide-scrollbars", "--no-pdf-header-footer",
+            f"--print-to-pdf={pdf}", page.as_uri(),
         ]  # fmt: skip
         try:
             done = subprocess.run(command, capture_output=True, timeout=timeout, check=False)
