@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from campaigns import sweeps
 from campaigns.models import Run
-from campaigns.results import analysis, readers, verdicts
+from campaigns.results import analysis, comparison, readers, verdicts
 from campaigns.spec import RunSpec
 from campaigns.web import chart_registry
 from storageops.version import full_version
@@ -92,4 +92,23 @@ def run_report(run: Run, user: Any) -> dict:
         "target_rate_bps": verdicts.target_rate_bps(run),
         "client_rows": analysis.client_rows(run.summary or {}),
         "frozen": frozen(run),
+    }
+
+
+def comparison_report(compared: dict, user: Any) -> dict:
+    """The template context of a comparison's report: `compared` is what the compare page shows
+    (its table, runs, trim and "steps against" choice, its charts bound to their data's URLs);
+    the charts' data is the page's, asked with the same trim and choice."""
+    selected, trim = compared["runs"], compared["trim"]
+    series = comparison.overlay_series(selected, trim, x=compared["x"])
+    documents = {url: series for chart in compared["charts"] for _, url in chart.sources}
+    ids = ", ".join(f"#{r.pk}" for r in selected)
+    return {
+        **compared,
+        "kind": "comparison",
+        "title": f"Comparison of runs {ids}",
+        "provenance": provenance(selected, user),
+        "documents": documents,
+        "rows": compared["result"]["runs"],
+        "frozen_runs": [{"run": r, **frozen(r)} for r in selected],
     }

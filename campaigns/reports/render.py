@@ -9,7 +9,7 @@ from django.template.loader import render_to_string
 
 from campaigns.reports import assets
 
-TEMPLATES = {"run": "campaigns/report_run.html"}
+TEMPLATES = {"run": "campaigns/report_run.html", "comparison": "campaigns/report_comparison.html"}
 
 
 def render_html(context: dict) -> str:
@@ -21,4 +21,4 @@ def render_html(context: dict) -> str:
 
 def filename(context: dict, suffix: str) -> str:
     ids = "-".join(str(r["id"]) for r in context["provenance"]["runs"])
-    return f"storageops-report-run-{ids}.{suffix}"
+    return f"storageops-report-{context['kind']}-{ids}.{suffix}"

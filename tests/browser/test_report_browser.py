@@ -13,7 +13,7 @@ import pytest
 from storageops import roles, units
 from tests.browser.test_dashboard_browser import SCREENSHOTS, log_in
 from tests.support.api import api
-from tests.support.report_runs import reported_run
+from tests.support.report_runs import compare_query, reported_run, three_backend_runs
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -117,3 +117,36 @@ def test_no_chromium_is_a_clear_503(client, viewer, settings, tmp_path):
     answer = client.get(f"/api/v1/runs/{run.pk}/report.pdf")
     assert answer.status_code == 503
     assert "PDF reports need Chromium" in answer.content.decode()
+
+
+def test_the_comparison_report_draws_offline(page, browser, live_server, viewer, tmp_path):
+    three_runs = three_backend_runs()
+    answer = api(viewer, roles.VIEWER).get(f"/api/v1/compare/report.html?{compare_query(three_runs)}")
+    report = tmp_path / "comparison.html"
+    report.write_bytes(answer.content)
+    refused: list[str] = []
+    page.route(
+        "**/*",
+        lambda r: r.continue_() if r.request.url == report.as_uri() else (refused.append(r.request.url), r.abort()),
+    )
+    page.goto(report.as_uri())
+    drawn = {}
+    for name in ("compare-steps", "compare-time"):
+        selector = f'canvas[data-chart="{name}"]'
+        page.wait_for_function(f"() => document.querySelector('{selector}')._chart !== undefined", timeout=15_000)
+        drawn[name] = page.evaluate(f"() => document.querySelector('{selector}')._chart.data.datasets.map(d => d.data)")
+        assert len(drawn[name]) >= 3, name
+    assert refused == [] and page.js_errors == []
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / "report-comparison-offline.png"), full_page=True)
+    dashboard = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
+    log_in(dashboard, live_server, viewer.username)
+    dashboard.goto(f"{live_server.url}/campaigns/compare/?{compare_query(three_runs)}")
+    for name, data in drawn.items():
+        selector = f'canvas[data-chart="{name}"]'
+        dashboard.wait_for_function(f"() => document.querySelector('{selector}')._chart !== undefined")
+        assert (
+            dashboard.evaluate(f"() => document.querySelector('{selector}')._chart.data.datasets.map(d => d.data)")
+            == data
+        )
+    dashboard.context.close()

@@ -26,7 +26,7 @@ def run():
 
 def _cells(html: str, table_id: str) -> list[list[str]]:
     """The text of each body row's cells of one table."""
-    table = re.search(rf'<table id="{table_id}">(.*?)</table>', html, re.S).group(1)
+    table = re.search(rf'<table[^>]* id="{table_id}"[^>]*>(.*?)</table>', html, re.S).group(1)
     body = re.search(r"<tbody>(.*?)</tbody>", table, re.S).group(1)
     rows = re.findall(r"<tr[^>]*>(.*?)</tr>", body, re.S)
     return [[re.sub(r"<[^>]+>|\s+", " ", c).strip() for c in re.findall(r"<td[^>]*>(.*?)</td>", r, re.S)] for r in rows]

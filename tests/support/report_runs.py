@@ -13,7 +13,7 @@ from alerts.models import Subscription
 from campaigns.models import Run
 from collectors.events import log_event
 from collectors.models import Host, MetricSample
-from tests.support.factories import mock_campaign
+from tests.support.factories import campaign, endpoint, mock_campaign
 from tests.support.runs import drive
 
 TOKEN = "report-bearer-3f9c1d7e-never-shown"
@@ -46,3 +46,22 @@ def reported_run(name: str = "report") -> Run:
     log_event("config_change", "xrootd.cfg: xrd.sched maxt raised", source="collector", host=host,
               time=run.started_at + (run.finished_at - run.started_at) / 2)  # fmt: skip
     return Run.objects.get(pk=run.pk)
+
+
+BACKENDS = ("dcache-zfs", "dcache-lustre", "xrootd-lustre")  # BNL's three
+
+
+def three_backend_runs() -> list[Run]:
+    """Three runs from one source (with a token) into three backends, as BNL compared them."""
+    src = endpoint("cmp-src", "mock://src.test/data/", backend_name="source-disk", bearer_token=TOKEN)
+    runs = []
+    for i, name in enumerate(BACKENDS):
+        dst = endpoint(f"cmp-{name}", f"mock://{name}.test/data/?time=0.0{i + 1}", backend_name=name)
+        c = campaign(f"cmp-{name}", [src], [dst], file_count=30, concurrency_steps=[2, 4], step_files=15)
+        runs.append(drive(c))
+    return runs
+
+
+def compare_query(runs: list[Run]) -> str:
+    """The compare page's query for `runs`, untrimmed, steps against concurrency."""
+    return f"runs={','.join(str(r.pk) for r in runs)}&warmup=0&tail=0&x=concurrency"
