@@ -56,8 +56,9 @@ def three_backend_runs() -> list[Run]:
     src = endpoint("cmp-src", "mock://src.test/data/", backend_name="source-disk", bearer_token=TOKEN)
     runs = []
     for i, name in enumerate(BACKENDS):
-        dst = endpoint(f"cmp-{name}", f"mock://{name}.test/data/?time=0.0{i + 1}", backend_name=name)
-        c = campaign(f"cmp-{name}", [src], [dst], file_count=30, concurrency_steps=[2, 4], step_files=15)
+        # Copies of 1 s (the mock plugin's time): steps long enough to draw a curve over time.
+        dst = endpoint(f"cmp-{name}", f"mock://{name}.test/data/?time=1", backend_name=name)
+        c = campaign(f"cmp-{name}", [src], [dst], file_count=12 + 4 * i, concurrency_steps=[2, 4], step_files=6 + 2 * i)
         runs.append(drive(c))
     return runs
 
