@@ -330,6 +330,22 @@ class RunReportPdfView(RunReportView):
     as_pdf = True
 
 
+class CampaignReportView(_ReportView):
+    """A campaign's history as a report: GET /api/v1/campaigns/{id}/report.html (every ended
+    run's figures against the bands they were judged with, the history chart with every figure
+    it offers) or …/report.pdf."""
+
+    @extend_schema(responses=_REPORT_RESPONSES)
+    def get(self, request, pk: int):
+        campaign = get_object_or_404(Campaign, pk=pk)
+        return report_download.response(report_content.history_report(campaign, request.user), self.as_pdf)
+
+
+class CampaignReportPdfView(CampaignReportView):
+    __doc__ = CampaignReportView.__doc__
+    as_pdf = True
+
+
 class ComparisonReportView(_ReportView):
     """A comparison's report: GET /api/v1/compare/report.html?runs=1,2,3 (or campaign=ID), with
     the compare page's trim (warmup, tail, margin seconds) and "steps against" (x); …/report.pdf

@@ -7,13 +7,14 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import quote
 
 from django.conf import settings
 from django.utils import timezone
 
 from campaigns import sweeps
-from campaigns.models import Run
-from campaigns.results import analysis, comparison, readers, verdicts
+from campaigns.models import Campaign, Run
+from campaigns.results import analysis, comparison, history, readers, verdicts
 from campaigns.spec import RunSpec
 from campaigns.web import chart_registry
 from storageops.version import full_version
@@ -111,4 +112,34 @@ def comparison_report(compared: dict, user: Any) -> dict:
         "documents": documents,
         "rows": compared["result"]["runs"],
         "frozen_runs": [{"run": r, **frozen(r)} for r in selected],
+    }
+
+
+def history_report(campaign: Campaign, user: Any) -> dict:
+    """The template context of a campaign's history: the campaign page's history chart with the
+    data of every figure it offers embedded (its figure choice works offline), each ended run's
+    figure against the band it was judged with, the watch's standing, the latest run's set-up."""
+    charts = chart_registry.campaign_page(campaign.pk)
+    url = dict(charts[0].sources)["history"]
+    shown = history.campaign_history(campaign)
+    # Keyed as charts.js asks: the figure encoded as encodeURIComponent encodes it.
+    documents = {f"{url}?figure=throughput": shown}
+    for choice in shown["figures"]:
+        key = quote(choice["key"], safe="-_.!~*'()")
+        documents[f"{url}?figure={key}"] = history.campaign_history(campaign, choice["key"])
+    ids = [p["run"] for p in shown["points"]]
+    runs = list(Run.objects.filter(pk__in=ids).select_related("campaign").order_by("finished_at"))
+    latest = runs[-1] if runs else None
+    return {
+        "kind": "history",
+        "title": f"{campaign.name}: history",
+        "provenance": provenance(runs, user),
+        "campaign": campaign,
+        "charts": charts,
+        "documents": documents,
+        "points": [{**p, "ended": datetime.fromtimestamp(p["x"] / 1000, UTC)} for p in shown["points"]],
+        "unit": shown["unit"],
+        "watch": history.watch(campaign),
+        "frozen": frozen(latest) if latest else None,
+        "latest": latest,
     }

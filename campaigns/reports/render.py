@@ -9,7 +9,11 @@ from django.template.loader import render_to_string
 
 from campaigns.reports import assets
 
-TEMPLATES = {"run": "campaigns/report_run.html", "comparison": "campaigns/report_comparison.html"}
+TEMPLATES = {
+    "run": "campaigns/report_run.html",
+    "comparison": "campaigns/report_comparison.html",
+    "history": "campaigns/report_history.html",
+}
 
 
 def render_html(context: dict) -> str:
@@ -20,5 +24,7 @@ def render_html(context: dict) -> str:
 
 
 def filename(context: dict, suffix: str) -> str:
+    if context["kind"] == "history":
+        return f"storageops-report-history-campaign-{context['campaign'].pk}.{suffix}"
     ids = "-".join(str(r["id"]) for r in context["provenance"]["runs"])
     return f"storageops-report-{context['kind']}-{ids}.{suffix}"

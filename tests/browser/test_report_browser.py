@@ -13,7 +13,9 @@ import pytest
 from storageops import roles, units
 from tests.browser.test_dashboard_browser import SCREENSHOTS, log_in
 from tests.support.api import api
+from tests.support.factories import mock_campaign
 from tests.support.report_runs import compare_query, reported_run, three_backend_runs
+from tests.support.runs import drive
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -150,3 +152,24 @@ def test_the_comparison_report_draws_offline(page, browser, live_server, viewer,
             == data
         )
     dashboard.context.close()
+
+
+def test_the_history_report_changes_figure_offline(page, viewer, tmp_path):
+    first = drive(mock_campaign("hist-offline", file_count=6, concurrency_steps=[2]))
+    for _ in range(3):
+        drive(first.campaign)
+    answer = api(viewer, roles.VIEWER).get(f"/api/v1/campaigns/{first.campaign_id}/report.html")
+    report = tmp_path / "history.html"
+    report.write_bytes(answer.content)
+    refused = _offline(page, report.as_uri())
+    page.goto(report.as_uri())
+    points = _datasets(page, "history")[-1]["data"]
+    assert len(points) == 4
+    assert _painted(page, "history") > 2000
+    # The figure choice redraws from the file's own data.
+    page.select_option('select[name="figure"]', "error_rate")
+    chart = "document.querySelector('canvas[data-chart=\"history\"]')._chart"
+    page.wait_for_function(f"() => {chart}.options.scales.y.title.text === 'error rate'")
+    assert refused == [] and page.js_errors == []
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / "report-history-offline.png"), full_page=True)
