@@ -322,7 +322,7 @@ class RunReportView(_ReportView):
     @extend_schema(responses=_REPORT_RESPONSES)
     def get(self, request, pk: int):
         run = get_object_or_404(self.get_queryset(), pk=pk)
-        return report_download.response(report_content.run_report(run, request.user), self.as_pdf)
+        return report_download.response(report_content.run_report(run, request.user), self.as_pdf, api=True)
 
 
 class RunReportPdfView(RunReportView):
@@ -338,7 +338,7 @@ class CampaignReportView(_ReportView):
     @extend_schema(responses=_REPORT_RESPONSES)
     def get(self, request, pk: int):
         campaign = get_object_or_404(Campaign, pk=pk)
-        return report_download.response(report_content.history_report(campaign, request.user), self.as_pdf)
+        return report_download.response(report_content.history_report(campaign, request.user), self.as_pdf, api=True)
 
 
 class CampaignReportPdfView(CampaignReportView):
@@ -367,7 +367,7 @@ class ComparisonReportView(_ReportView):
         if not form.is_valid():
             raise ValidationError({k: [str(m) for m in v] for k, v in form.errors.items()})
         shown = compare_views.compared(form)
-        return report_download.response(report_content.comparison_report(shown, request.user), self.as_pdf)
+        return report_download.response(report_content.comparison_report(shown, request.user), self.as_pdf, api=True)
 
 
 class ComparisonReportPdfView(ComparisonReportView):

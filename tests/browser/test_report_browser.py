@@ -118,7 +118,10 @@ def test_no_chromium_is_a_clear_503(client, viewer, settings, tmp_path):
     client.force_login(viewer)
     answer = client.get(f"/api/v1/runs/{run.pk}/report.pdf")
     assert answer.status_code == 503
-    assert "PDF reports need Chromium" in answer.content.decode()
+    assert "PDF reports need Chromium" in answer.json()["error"]["message"]
+    client.force_login(viewer)
+    page = client.get(f"/campaigns/runs/{run.pk}/report.pdf")
+    assert page.status_code == 503 and "PDF reports need Chromium" in page.content.decode()
 
 
 def test_the_comparison_report_draws_offline(page, browser, live_server, viewer, tmp_path):
