@@ -68,6 +68,14 @@ def _register_with_lower_floors() -> None:
     for prefix, name in API_VIEWSETS.items():
         routes.register_viewset(prefix, f"campaigns.api.views.{name}")
     routes.register_view("compare/", "campaigns.api.views.ComparisonView", "compare")
+    routes.register_view("campaigns/<int:pk>/report.html", "campaigns.api.views.CampaignReportView", "campaign-report")
+    routes.register_view(
+        "campaigns/<int:pk>/report.pdf", "campaigns.api.views.CampaignReportPdfView", "campaign-report-pdf"
+    )
+    routes.register_view("compare/report.html", "campaigns.api.views.ComparisonReportView", "compare-report")
+    routes.register_view("compare/report.pdf", "campaigns.api.views.ComparisonReportPdfView", "compare-report-pdf")
+    routes.register_view("runs/<int:pk>/report.html", "campaigns.api.views.RunReportView", "run-report")
+    routes.register_view("runs/<int:pk>/report.pdf", "campaigns.api.views.RunReportPdfView", "run-report-pdf")
     # Events name backends, endpoints and runs by id; these turn the ids into objects, in bulk.
     references.register("backend", _resolver(Backend.objects.all(), "name", offered=True))
     references.register("endpoint", _resolver(Endpoint.objects.all(), "name", offered=True))

@@ -1,6 +1,14 @@
 from django.urls import path
 
-from campaigns.web import baseline_views, compare_views, readiness_views, run_views, status_views, views
+from campaigns.web import (
+    baseline_views,
+    compare_views,
+    readiness_views,
+    report_views,
+    run_views,
+    status_views,
+    views,
+)
 
 app_name = "campaigns"
 urlpatterns = [
@@ -8,6 +16,8 @@ urlpatterns = [
     path("new/", views.campaign_create, name="campaign_create"),
     path("<int:pk>/", views.CampaignDetailView.as_view(), name="campaign_detail"),
     path("<int:pk>/history.json", views.campaign_history_data, name="campaign_history"),
+    path("<int:pk>/report.html", report_views.campaign_report, name="campaign_report"),
+    path("<int:pk>/report.pdf", report_views.campaign_report, {"as_pdf": True}, name="campaign_report_pdf"),
     path("<int:pk>/schedule/", views.campaign_schedule, name="campaign_schedule"),
     path("<int:pk>/edit/", views.campaign_edit, name="campaign_edit"),
     path("<int:pk>/clone/", views.campaign_clone, name="campaign_clone"),
@@ -23,9 +33,13 @@ urlpatterns = [
     path("runs/<int:pk>/transfers/", run_views.run_transfers, name="run_transfers"),
     path("runs/<int:pk>/errors/<str:category>/", run_views.run_errors, name="run_errors"),
     path("runs/<int:pk>/charts/<str:name>.json", run_views.run_chart, name="run_chart"),
+    path("runs/<int:pk>/report.html", report_views.run_report, name="run_report"),
+    path("runs/<int:pk>/report.pdf", report_views.run_report, {"as_pdf": True}, name="run_report_pdf"),
     path("status/", status_views.status_page, name="status"),
     path("compare/", compare_views.compare_page, name="compare"),
     path("compare/data.json", compare_views.compare_data, name="compare_data"),
+    path("compare/report.html", compare_views.compare_report, name="compare_report"),
+    path("compare/report.pdf", compare_views.compare_report, {"as_pdf": True}, name="compare_report_pdf"),
     path("backends/", views.BackendListView.as_view(), name="backend_list"),
     path("backends/<int:pk>/", views.BackendDetailView.as_view(), name="backend_detail"),
     path("endpoints/<int:pk>/", views.EndpointDetailView.as_view(), name="endpoint_detail"),

@@ -255,6 +255,8 @@ STORAGEOPS_MAX_CONCURRENCY = env_int("STORAGEOPS_MAX_CONCURRENCY", 2000, minimum
 # site's WAN link; 0 leaves projections without a target.
 STORAGEOPS_TARGET_RATE_BPS = env_int("STORAGEOPS_TARGET_RATE_BPS", 0, minimum=0)
 STORAGEOPS_SITE_NAME = env_str("STORAGEOPS_SITE_NAME", "site")
+# The Chromium that prints reports to PDF; empty: the first chromium on PATH.
+STORAGEOPS_CHROMIUM = env_str("STORAGEOPS_CHROMIUM", "")
 # Optional bearer token that Prometheus must send to scrape /metrics.
 STORAGEOPS_METRICS_TOKEN = env_secret("STORAGEOPS_METRICS_TOKEN", "")
 # Optional: push every event to Grafana as an annotation. The token is a secret (or *_FILE).

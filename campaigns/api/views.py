@@ -5,11 +5,13 @@ from __future__ import annotations
 from django.core.exceptions import ValidationError
 from django.db.models.fields.json import KT
 from django.http import StreamingHttpResponse
+from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.pagination import CursorPagination
+from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -36,9 +38,13 @@ from campaigns.models import (
     Run,
     Transfer,
 )
+from campaigns.reports import content as report_content
+from campaigns.reports import download as report_download
 from campaigns.results import baseline_choice, comparison, exports, readers
 from campaigns.runs import scheduling
+from campaigns.web import compare_views
 from campaigns.web.filters import TransferFilter
+from campaigns.web.forms import CompareForm
 from storageops.api.auth import RolePermission
 from storageops.api.base import BaseViewSet
 
@@ -287,6 +293,86 @@ class ComparisonView(APIView):
             raise ValidationError({"runs": "Give runs=ID,ID… or campaign=ID."})
         selected = comparison.select_runs(ids, int(campaign) if not ids else None)
         return Response(comparison.compare(selected))
+
+
+class _ReportView(APIView):
+    """A report file (campaigns.reports): HTML, or PDF where `as_pdf` (503 with the reason when
+    the server has no Chromium)."""
+
+    permission_classes = [RolePermission]
+    as_pdf = False
+
+    def get_queryset(self):
+        # For RolePermission: a report reads what reading runs needs.
+        return Run.objects.select_related("campaign")
+
+    def perform_content_negotiation(self, request, force=False):
+        # The report is a file whatever the client accepts; errors (400, 401, 403, 404) stay JSON.
+        renderer = JSONRenderer()
+        return renderer, renderer.media_type
+
+
+_REPORT_RESPONSES = {(200, "text/html"): OpenApiTypes.STR, (200, "application/pdf"): OpenApiTypes.BINARY}
+
+
+class RunReportView(_ReportView):
+    """A run's report as one self-contained file: GET /api/v1/runs/{id}/report.html (opens
+    offline, charts drawn from data inside it) or …/report.pdf (the same printed by Chromium)."""
+
+    @extend_schema(responses=_REPORT_RESPONSES)
+    def get(self, request, pk: int):
+        run = get_object_or_404(self.get_queryset(), pk=pk)
+        return report_download.response(report_content.run_report(run, request.user), self.as_pdf, api=True)
+
+
+class RunReportPdfView(RunReportView):
+    __doc__ = RunReportView.__doc__
+    as_pdf = True
+
+
+class CampaignReportView(_ReportView):
+    """A campaign's history as a report: GET /api/v1/campaigns/{id}/report.html (every ended
+    run's figures against the bands they were judged with, the history chart with every figure
+    it offers) or …/report.pdf."""
+
+    @extend_schema(responses=_REPORT_RESPONSES)
+    def get(self, request, pk: int):
+        campaign = get_object_or_404(Campaign, pk=pk)
+        return report_download.response(report_content.history_report(campaign, request.user), self.as_pdf, api=True)
+
+
+class CampaignReportPdfView(CampaignReportView):
+    __doc__ = CampaignReportView.__doc__
+    as_pdf = True
+
+
+class ComparisonReportView(_ReportView):
+    """A comparison's report: GET /api/v1/compare/report.html?runs=1,2,3 (or campaign=ID), with
+    the compare page's trim (warmup, tail, margin seconds) and "steps against" (x); …/report.pdf
+    for the PDF."""
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("runs", str, description="Comma-separated run ids (1 to 8)."),
+            OpenApiParameter("campaign", int, description="Or: the latest finished run per backend of a campaign."),
+            OpenApiParameter("warmup", int, description="Seconds left out at each run's start."),
+            OpenApiParameter("tail", int, description="Seconds left out at each run's end."),
+            OpenApiParameter("margin", int, description="Seconds left out around each disturbing event."),
+            OpenApiParameter("x", str, description="Steps against: concurrency or a swept setting."),
+        ],
+        responses=_REPORT_RESPONSES,
+    )
+    def get(self, request):
+        form = CompareForm(request.query_params)
+        if not form.is_valid():
+            raise ValidationError({k: [str(m) for m in v] for k, v in form.errors.items()})
+        shown = compare_views.compared(form)
+        return report_download.response(report_content.comparison_report(shown, request.user), self.as_pdf, api=True)
+
+
+class ComparisonReportPdfView(ComparisonReportView):
+    __doc__ = ComparisonReportView.__doc__
+    as_pdf = True
 
 
 class TransferCursor(CursorPagination):

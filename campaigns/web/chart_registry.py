@@ -74,6 +74,13 @@ RUN_DOCUMENTS: dict[str, Callable[[Run], dict]] = {
     "events": lambda run: {"events": charts.events(run)},
 }
 
+
+def run_document(run: Run, name: str) -> dict:
+    """One of the run page's documents as served (and embedded in a report): `live` tells the
+    page whether to ask again."""
+    return {"run": run.pk, "live": run.is_live, **RUN_DOCUMENTS[name](run)}
+
+
 _NO_DOOR_HOST = (
     "No door of this run is registered as a host: register the doors and start their collectors to see this."
 )

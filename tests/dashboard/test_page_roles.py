@@ -41,6 +41,12 @@ MATRIX: dict[str, tuple[str, str, str, int | tuple[int, ...]]] = {
     "grafana_annotations": ("get", "/api/v1/grafana/annotations?from=0&to=1", "viewer", 200),
     "api-root": ("get", "/api/v1/", "viewer", 200),
     "compare": ("get", "/api/v1/compare/?runs={run}", "viewer", 200),
+    "run-report": ("get", "/api/v1/runs/{finished_run}/report.html", "viewer", 200),
+    "run-report-pdf": ("get", "/api/v1/runs/{finished_run}/report.pdf", "viewer", 503),
+    "compare-report": ("get", "/api/v1/compare/report.html?runs={run},{finished_run}", "viewer", 200),
+    "compare-report-pdf": ("get", "/api/v1/compare/report.pdf?runs={run},{finished_run}", "viewer", 503),
+    "campaign-report": ("get", "/api/v1/campaigns/{campaign}/report.html", "viewer", 200),
+    "campaign-report-pdf": ("get", "/api/v1/campaigns/{campaign}/report.pdf", "viewer", 503),
     "schema": ("get", "/api/schema/", "public", 200),
     "api-docs": ("get", "/api/docs/", "public", 200),
     "api-redoc": ("get", "/api/redoc/", "public", 200),
@@ -48,6 +54,13 @@ MATRIX: dict[str, tuple[str, str, str, int | tuple[int, ...]]] = {
     "campaigns:campaign_create": ("get", "/campaigns/new/", "admin", 200),
     "campaigns:campaign_detail": ("get", "/campaigns/{campaign}/", "viewer", 200),
     "campaigns:campaign_history": ("get", "/campaigns/{campaign}/history.json", "viewer", 200),
+    "campaigns:campaign_report": ("get", "/campaigns/{campaign}/report.html", "viewer", 200),
+    # No Chromium in this test (_no_pdf_printing): past the role check, a PDF is a 503.
+    "campaigns:campaign_report_pdf": ("get", "/campaigns/{campaign}/report.pdf", "viewer", 503),
+    "campaigns:run_report": ("get", "/campaigns/runs/{finished_run}/report.html", "viewer", 200),
+    "campaigns:run_report_pdf": ("get", "/campaigns/runs/{finished_run}/report.pdf", "viewer", 503),
+    "campaigns:compare_report": ("get", "/campaigns/compare/report.html?runs={run},{finished_run}", "viewer", 200),
+    "campaigns:compare_report_pdf": ("get", "/campaigns/compare/report.pdf?runs={run},{finished_run}", "viewer", 503),
     "campaigns:campaign_schedule": ("get", "/campaigns/{campaign}/schedule/", "viewer", 200),
     "campaigns:campaign_schedule#post": ("post", "/campaigns/{campaign}/schedule/", "admin", 400),
     "campaigns:campaign_edit": ("get", "/campaigns/{campaign}/edit/", "admin", 200),
@@ -144,6 +157,11 @@ def objects():
         "_grid_check": ReadinessCheck.objects.create(endpoint=check.endpoint, grid=grid),
         "subscription": Subscription.objects.create(name="pages", campaign=campaign, email="pages@example.org"),
     }
+
+
+@pytest.fixture(autouse=True)
+def _no_pdf_printing(settings):
+    settings.STORAGEOPS_CHROMIUM = "/nonexistent/chromium"
 
 
 @pytest.mark.parametrize("who", list(LEVEL))
