@@ -234,14 +234,14 @@ def main() -> None:
 
     print(f"machine: {harness.machine()}")
     base = Path(tempfile.mkdtemp(prefix="report-real-"))
-    if args.runs:
-        from campaigns.models import Run
+    try:  # the doors' data, the CA and the report file go, whatever fails
+        if args.runs:
+            from campaigns.models import Run
 
-        ids = [int(i) for i in args.runs.split(",")]
-        runs = sorted(Run.objects.select_related("campaign").filter(pk__in=ids), key=lambda r: ids.index(r.pk))
-    else:
-        runs = real_runs(base, args)
-    try:
+            ids = [int(i) for i in args.runs.split(",")]
+            runs = sorted(Run.objects.select_related("campaign").filter(pk__in=ids), key=lambda r: ids.index(r.pk))
+        else:
+            runs = real_runs(base, args)
         equal = check_report(runs, base)
     finally:
         shutil.rmtree(base, ignore_errors=True)
