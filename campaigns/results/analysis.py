@@ -62,6 +62,7 @@ class Aggregate:
     # A step measured after its warm-up: where its window starts (epoch seconds) and the bytes
     # its copies moved from there on.
     measured_since: float | None = None
+    measured_until: float | None = None  # its drain start; None: to its last end
     measured_moved: float = 0.0
 
     def add(self, state, size, moved, started, finished, duration, category) -> None:
@@ -84,7 +85,7 @@ class Aggregate:
                 self.last_end = finished
         if self.measured_since is not None and state == TransferState.SUCCEEDED and started and finished:
             self.measured_moved += measured.bytes_within(
-                moved or 0, started.timestamp(), finished.timestamp(), self.measured_since
+                moved or 0, started.timestamp(), finished.timestamp(), self.measured_since, self.measured_until
             )
 
     def as_dict(self) -> dict:
@@ -107,8 +108,11 @@ class Aggregate:
         }
         if self.measured_since is not None:
             since = datetime.fromtimestamp(self.measured_since, tz=UTC)
-            after = self.last_end is not None and self.last_end > since
-            window = active_window(since, self.last_end, self.excluded) if after else 0.0
+            end = self.last_end
+            if self.measured_until is not None:
+                end = datetime.fromtimestamp(self.measured_until, tz=UTC)
+            after = end is not None and end > since
+            window = active_window(since, end, self.excluded) if after else 0.0
             measured.apply(out, self.measured_since, self.measured_moved, window)
         return out
 
@@ -177,7 +181,7 @@ def run_summary(run: Run, exclude: list[tuple[datetime, datetime]] | None = None
         return Aggregate(excluded=exclude)
 
     total = new()
-    since = {index: measured_from for index, (_, measured_from) in concurrency.measured_windows(run).items()}
+    windows = concurrency.measured_windows(run)
     steps: dict[int, Aggregate] = {}
     by_destination: dict[int, Aggregate] = defaultdict(new)
     by_source: dict[int, Aggregate] = defaultdict(new)
@@ -197,7 +201,12 @@ def run_summary(run: Run, exclude: list[tuple[datetime, datetime]] | None = None
         total.add(*values)
         if step is not None:
             if step not in steps:
-                steps[step] = Aggregate(excluded=exclude, measured_since=since.get(step))
+                window = windows.get(step)
+                steps[step] = Aggregate(
+                    excluded=exclude,
+                    measured_since=window.since if window else None,
+                    measured_until=window.until if window else None,
+                )
             steps[step].add(*values)
         by_destination[dst].add(*values)
         by_source[src].add(*values)
@@ -221,6 +230,7 @@ def run_summary(run: Run, exclude: list[tuple[datetime, datetime]] | None = None
             run,
             [{"step": index, **spec.step_point(index), **steps[index].as_dict()} for index in sorted(steps)],
             intervals,
+            windows=windows,
         ),
         "destinations": {endpoint_names.get(k, str(k)): v.as_dict() for k, v in by_destination.items()},
         "sources": {endpoint_names.get(k, str(k)): v.as_dict() for k, v in by_source.items()},

@@ -15,9 +15,10 @@ and sums, so hundreds of thousands of rows never come into Python. Percentiles w
 every duration, so these rows leave them out; a finished run's stored summary has them.
 
 A step measured after its warm-up (RunStep.measured_from) is read from there, as the final
-summary reads it from the rows (campaigns.results.measured): its throughput and achieved mean
-from the buckets from measured_from on, the bucket it falls in counted for the part after it
-(its bytes and busy time spread evenly within it, as a copy's are over its duration).
+summary reads it from the rows (campaigns.results.measured) to its drain: its throughput and
+achieved mean from the buckets from measured_from to the drain, the buckets they fall in counted
+for the part inside (their bytes and busy time spread evenly within them, as a copy's are over
+its duration).
 """
 
 from __future__ import annotations
@@ -153,43 +154,56 @@ def achieved(rows: list[dict], cut: Iterable[tuple[datetime, datetime]] = ()) ->
 
 @dataclass(frozen=True)
 class Window:
-    """What the buckets say of a step from its measurement start on."""
+    """What the buckets say of a step within its measurement window."""
 
     since: float
     moved: float
     busy: float
-    last_end: float | None  # of its copies that ended (not cancelled): where its window ends
-    ran_last: float | None  # of every copy that ran: where its span in flight ends
+    last_end: float | None  # of its copies that ended (not cancelled), or its drain: where its window ends
+    ran_last: float | None  # of every copy that ran, or its drain: where its span in flight ends
 
 
 def measured_windows(run: Run, width: int, keep: Q | None = None) -> dict[int, Window]:
-    """Per step with a measurement start, its buckets from there on (one query a step: FTS
-    steps are few). Untrimmed (no `keep`), read from the 1 s buckets where the run still has them."""
-    starts = concurrency.measured_windows(run)
-    if starts and keep is None and TransferBucket.objects.filter(run=run, width=1).exists():
+    """Per step with a measurement start, its buckets from there to its drain (one query a step:
+    FTS steps are few). The buckets the window's ends fall in count for the part inside it (their
+    bytes and busy time spread evenly within them, as a copy's are over its duration). Untrimmed
+    (no `keep`), read from the 1 s buckets where the run still has them."""
+    windows = concurrency.measured_windows(run)
+    if windows and keep is None and TransferBucket.objects.filter(run=run, width=1).exists():
         width = 1
     out = {}
-    for step, (_, since) in starts.items():
+    for step, window in windows.items():
+        since, until = window.since, window.until
         first = math.floor(since / width)
-        # The share of the first bucket that lies after `since`.
-        part = ((first + 1) * width - since) / width
+        last = math.floor(until / width) if until is not None else None
         buckets = TransferBucket.objects.filter(run=run, width=width, step=step, k__gte=first)
+        if last is not None:
+            buckets = buckets.filter(k__lte=last)
         if keep is not None:
             buckets = buckets.filter(keep)
+        edges = {first, last} - {None}
         sums = buckets.aggregate(
-            later_moved=Sum("moved", filter=Q(k__gt=first)),
-            later_busy=Sum("busy", filter=Q(k__gt=first)),
-            moved_first=Sum("moved", filter=Q(k=first)),
-            busy_first=Sum("busy", filter=Q(k=first)),
+            inner_moved=Sum("moved", filter=~Q(k__in=edges)),
+            inner_busy=Sum("busy", filter=~Q(k__in=edges)),
             ended_last=Max("last_end", filter=~_CANCELLED),
             any_last=Max("last_end"),
         )
+        moved = sums["inner_moved"] or 0.0
+        busy = sums["inner_busy"] or 0.0
+        edge_rows = buckets.filter(k__in=edges).values("k").annotate(m=Sum("moved"), b=Sum("busy")).order_by()
+        for edge in edge_rows:
+            # The share of an edge bucket that lies inside [since, until].
+            lo = max(edge["k"] * width, since)
+            hi = (edge["k"] + 1) * width if until is None else min((edge["k"] + 1) * width, until)
+            part = max(hi - lo, 0.0) / width
+            moved += (edge["m"] or 0.0) * part
+            busy += (edge["b"] or 0.0) * part
         out[step] = Window(
             since=since,
-            moved=(sums["later_moved"] or 0.0) + (sums["moved_first"] or 0.0) * part,
-            busy=(sums["later_busy"] or 0.0) + (sums["busy_first"] or 0.0) * part,
-            last_end=sums["ended_last"],
-            ran_last=sums["any_last"],
+            moved=moved,
+            busy=busy,
+            last_end=until if until is not None else sums["ended_last"],
+            ran_last=until if until is not None else sums["any_last"],
         )
     return out
 

@@ -7,13 +7,21 @@ more than OFF_TARGET off its target is flagged: its throughput belongs to anothe
 
 A step with `RunStep.measured_from` (FTS: when its copies in flight first reached the step's
 concurrency, FTS applying a link limit only at its optimizer's next pass) is measured over
-[measured_from, its last end]: the warm-up before is left out, and each row says how long it was.
+[measured_from, its drain]: the warm-up before is left out, and each row says how long it was.
+Its drain starts once every file of the step has started and the first copy ends after the last
+start: no file is left to refill that slot, so the copies in flight fall off because the step ran
+out of files, not because the storage or FTS held them back. Counting that tail put a step of 4
+run by FTS at 3.5 (a slot per copy length empties in turn), flagged off target. A step still
+copying, or a run's copies still under way, is measured to its last end until it is done.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
+from typing import NamedTuple
+
+from django.db.models import Max, Min
 
 from campaigns.choices import TransferState
 from campaigns.models import Run, RunStep, Transfer
@@ -71,16 +79,50 @@ def intervals_of(run: Run) -> Intervals:
     return intervals
 
 
-def measured_windows(run: Run) -> dict[int, tuple[float, float]]:
-    """Per step index with a measurement start: (step start, measured_from) in epoch seconds."""
+class Window(NamedTuple):
+    """A measured step's times in epoch seconds: its start, its measurement start
+    (measured_from) and its drain start (None while the step is still copying)."""
+
+    started: float
+    since: float
+    until: float | None
+
+
+def measured_windows(run: Run) -> dict[int, Window]:
+    """Per step index with a measurement start, its measurement window."""
     rows = RunStep.objects.filter(run=run, measured_from__isnull=False)
     rows = rows.values_list("index", "started_at", "measured_from")
-    return {index: (started.timestamp(), measured.timestamp()) for index, started, measured in rows}
+    out = {}
+    for index, started, measured in rows:
+        since = measured.timestamp()
+        until = drain_start(run, index)
+        out[index] = Window(started.timestamp(), since, until if until is not None and until > since else None)
+    return out
 
 
-def clipped(intervals: Iterable[tuple[float, float]], start: float) -> list[tuple[float, float]]:
-    """The parts of the intervals from `start` on (a copy that began in the warm-up counts from there)."""
-    return [(max(a, start), b) for a, b in intervals if b > start]
+def drain_start(run: Run, step: int) -> float | None:
+    """When step `step` began to drain (epoch seconds): the first end, after its last copy
+    started, of one of its copies; None while any of its files is queued or copying."""
+    rows = Transfer.objects.filter(run=run, step=step)
+    if rows.filter(state__in=(TransferState.QUEUED, TransferState.ACTIVE)).exists():
+        return None
+    ran_rows = rows.filter(state__in=_RAN, started_at__isnull=False, finished_at__isnull=False)
+    last_start = ran_rows.aggregate(at=Max("started_at"))["at"]
+    if last_start is None:
+        return None
+    # Strictly after: an end at the very instant of the last start is the slot it took over.
+    first_end = ran_rows.filter(finished_at__gt=last_start).aggregate(at=Min("finished_at"))["at"]
+    return first_end.timestamp() if first_end is not None else None
+
+
+def clipped(
+    intervals: Iterable[tuple[float, float]], start: float, end: float | None = None
+) -> list[tuple[float, float]]:
+    """The parts of the intervals within [start, end] (a copy that began in the warm-up counts
+    from `start`, one still running at the drain up to `end`); `end` None: no end."""
+    if end is None:
+        return [(max(a, start), b) for a, b in intervals if b > start]
+    return [(max(a, start), min(b, end)) for a, b in intervals if b > start and a < end]
 
 
 def with_achieved(
@@ -88,23 +130,24 @@ def with_achieved(
     steps: list[dict],
     intervals: Intervals | None = None,
     achieved: dict[int, tuple[float | None, int | None]] | None = None,
+    windows: dict[int, Window] | None = None,
 ) -> list[dict]:
     """The step rows with their achieved concurrency, and a flag where it is off target.
     `intervals`: the copies' times when the caller already read the rows; `achieved`: the
     (mean, peak) per step when the caller has them without the rows (a peak of None: unknown);
-    else the rows are read here."""
-    windows = measured_windows(run)
+    else the rows are read here; `windows`: the measured steps' windows when the caller read them."""
+    windows = measured_windows(run) if windows is None else windows
     if achieved is None:
         intervals = intervals_of(run) if intervals is None else intervals
         achieved = {}
         for row in steps:
             own = intervals.get(row["step"], ())
-            if row["step"] in windows:
-                own = clipped(own, windows[row["step"]][1])
+            if (window := windows.get(row["step"])) is not None:
+                own = clipped(own, window.since, window.until)
             achieved[row["step"]] = in_flight(own)
     for row in steps:
-        started, measured = windows.get(row["step"], (None, None))
-        row["warmup_seconds"] = round(max(measured - started, 0.0), 1) if measured is not None else None
+        window = windows.get(row["step"])
+        row["warmup_seconds"] = round(max(window.since - window.started, 0.0), 1) if window is not None else None
         mean, peak = achieved.get(row["step"], (None, 0))
         row["achieved_mean"] = round(mean, 3) if mean is not None else None
         row["achieved_max"] = peak

@@ -98,9 +98,10 @@ def test_percentile_nearest_rank():
 
 
 def test_a_step_measured_after_its_warm_up_gives_the_throughput_of_its_window(run):
-    """Step 1 measured from 12 s (FTS reached its concurrency there): the copy 10-14 s counts for
-    its half after 12 s (50 MB), the copy 11-15 s for its 3 s of 4 (75 MB); its window 12-15 s
-    (the failure 12-13 s ends inside it). The live reading from the time buckets says the same."""
+    """Step 1 measured from 12 s (FTS reached its concurrency there) to its drain at 13 s: its
+    last copy started at 12 s and the first to end after that (the failure, 12-13 s) freed a slot
+    no file was left to fill. The copy 10-14 s counts for its 1 s of 4 in the window (25 MB), the
+    copy 11-15 s for its 1 s of 4 (25 MB). The live reading from the time buckets says the same."""
     from campaigns.models import buckets
     from campaigns.results import bucketed
 
@@ -109,29 +110,56 @@ def test_a_step_measured_after_its_warm_up_gives_the_throughput_of_its_window(ru
     step0, step1 = analysis.run_summary(run)["steps"]
     assert step0["throughput_bps"] == pytest.approx(200e6 / 10) and "measured_bytes" not in step0
     assert step1["files_ok"] == 2 and step1["bytes"] == 200_000_000  # what the step copied, whole
-    assert step1["measured_bytes"] == 125_000_000 and step1["window_seconds"] == 3.0
-    assert step1["throughput_bps"] == pytest.approx(125e6 / 3)
+    assert step1["measured_bytes"] == 50_000_000 and step1["window_seconds"] == 1.0
+    assert step1["throughput_bps"] == pytest.approx(50e6)
     assert step1["warmup_seconds"] == 2.0 and step1["measured_from"] == (T0 + timedelta(seconds=12)).isoformat()
-    # Copies in flight over 12-15 s: 2 s + 3 s + 1 s (the failure) of busy time over 3 s.
-    assert step1["achieved_mean"] == pytest.approx(6 / 3, abs=1e-3)
+    # Copies in flight over 12-13 s: all three, for the whole second.
+    assert step1["achieved_mean"] == pytest.approx(3.0, abs=1e-3)
     live = {row["step"]: row for row in bucketed.tables(run)["steps"]}
-    assert live[1]["throughput_bps"] == pytest.approx(125e6 / 3)
-    assert live[1]["window_seconds"] == 3.0 and live[1]["measured_bytes"] == 125_000_000
-    assert live[1]["achieved_mean"] == pytest.approx(2.0, abs=1e-3)
+    assert live[1]["throughput_bps"] == pytest.approx(50e6)
+    assert live[1]["window_seconds"] == 1.0 and live[1]["measured_bytes"] == 50_000_000
+    assert live[1]["achieved_mean"] == pytest.approx(3.0, abs=1e-3)
     assert live[0]["throughput_bps"] == pytest.approx(200e6 / 10)
 
 
+def test_a_step_is_measured_to_its_drain_not_through_its_tail(run):
+    """Step 1 gets a fourth copy 12-18 s: its last start is now 12 s and the first end after it
+    13 s (the failure): from there the step has no file left and its copies in flight fall off
+    (2, then 1 from 14 s, then 1 until 18 s), which is not what the step ran at. The window ends
+    at 13 s; while a copy of the step is still under way it runs to the last end."""
+    from campaigns.models import Transfer, buckets
+    from campaigns.results import bucketed, concurrency
+
+    late = _transfer(run, 6, 1, 12, 6, 100_000_000)
+    RunStep.objects.filter(run=run, index=1).update(measured_from=T0 + timedelta(seconds=11))
+    buckets.rebuild(run.pk)
+    step1 = analysis.run_summary(run)["steps"][1]
+    assert step1["window_seconds"] == 2.0  # 11-13 s, not 11-18 s
+    # 11-13 s: 10-14 s (2 s of 4), 11-15 s (2 s of 4), 12-18 s (1 s of 6); the failure moves none.
+    expected = 100e6 * 2 / 4 + 100e6 * 2 / 4 + 100e6 * 1 / 6
+    assert step1["measured_bytes"] == round(expected)
+    # In flight: 2 copies for 11-12 s, 4 for 12-13 s: a mean of 3 (through its tail: 2.0).
+    assert step1["achieved_mean"] == pytest.approx(3.0, abs=1e-3)
+    live = bucketed.tables(run)["steps"][1]
+    assert live["window_seconds"] == 2.0 and live["throughput_bps"] == pytest.approx(expected / 2)
+    assert live["achieved_mean"] == pytest.approx(3.0, abs=1e-3)
+    # Still copying: no drain yet, the window runs to the last end.
+    Transfer.objects.filter(pk=late.pk).update(state="active", finished_at=None)
+    assert concurrency.measured_windows(run)[1].until is None
+
+
 def test_a_measurement_start_inside_a_bucket_counts_the_part_after_it(run):
-    """12.5 s falls inside the 1 s bucket 12-13 s: half of that bucket is counted, as half of a
-    copy's bytes there lie after it (each copy's bytes spread evenly over its duration)."""
+    """11.5 s falls inside the 1 s bucket 11-12 s: half of that bucket is counted, as half of a
+    copy's bytes there lie after it (each copy's bytes spread evenly over its duration). The
+    window ends at the step's drain, 13 s (the failure's end, the first after its last start)."""
     from campaigns.models import buckets
     from campaigns.results import bucketed
 
-    RunStep.objects.filter(run=run, index=1).update(measured_from=T0 + timedelta(seconds=12.5))
+    RunStep.objects.filter(run=run, index=1).update(measured_from=T0 + timedelta(seconds=11.5))
     buckets.rebuild(run.pk)
-    # 10-14 s: 1.5 s of 4 after 12.5 s; 11-15 s: 2.5 s of 4.
-    expected = 100e6 * 1.5 / 4 + 100e6 * 2.5 / 4
+    # 10-14 s: 1.5 s of 4 within 11.5-13 s; 11-15 s: 1.5 s of 4.
+    expected = 100e6 * 1.5 / 4 + 100e6 * 1.5 / 4
     step1 = analysis.run_summary(run)["steps"][1]
-    assert step1["measured_bytes"] == round(expected) and step1["window_seconds"] == 2.5
+    assert step1["measured_bytes"] == round(expected) and step1["window_seconds"] == 1.5
     live = bucketed.tables(run)["steps"][1]
-    assert live["throughput_bps"] == pytest.approx(expected / 2.5) == step1["throughput_bps"]
+    assert live["throughput_bps"] == pytest.approx(expected / 1.5) == step1["throughput_bps"]

@@ -4,7 +4,9 @@ FTS applies a link limit only at its optimizer's next pass (the double reproduce
 20 s pass): a step's copies run under the previous value until then. StorageOps marks the moment
 the step's copies in flight first reach its concurrency (`RunStep.measured_from`, from FTS's own
 start times), holds the step until `measure_files` more of its files were handed out, and measures
-the step's achieved concurrency from there; the time before is its warm-up, shown in the step rows.
+the step's achieved concurrency from there to its drain (the first end after its last copy
+started: from there on no file is left to refill a slot); the time before is its warm-up, shown in
+the step rows.
 """
 
 from __future__ import annotations
@@ -55,6 +57,13 @@ def test_a_sweep_1_2_4_under_a_20_s_optimizer_pass_measures_each_step_at_its_tar
             f"peak {row['achieved_max']}, {ran.count()} files"
         )
         assert step.measured_from is not None and step.measured_from >= step.started_at
+        # The window, worked out here from the rows' own times: from measured_from to the first
+        # end after the step's last start (its drain: no file left to refill a slot).
+        times = [(t.started_at.timestamp(), t.finished_at.timestamp()) for t in ran]
+        since, last_start = step.measured_from.timestamp(), max(a for a, _ in times)
+        drain = min(b for _, b in times if b > last_start)
+        busy = sum(max(min(b, drain) - max(a, since), 0.0) for a, b in times)
+        assert row["achieved_mean"] == pytest.approx(busy / (drain - since), abs=1e-3), row
         # Within 10 % of its target once FTS runs it there, and never above it.
         assert abs(row["achieved_mean"] - step.concurrency) / step.concurrency <= 0.10, row
         assert row["achieved_max"] <= step.concurrency and not row["off_target"], row
@@ -62,19 +71,24 @@ def test_a_sweep_1_2_4_under_a_20_s_optimizer_pass_measures_each_step_at_its_tar
         started_after = ran.filter(started_at__gte=step.measured_from).count()
         assert started_after >= MEASURE - step.concurrency, started_after
     # Each step's throughput is measured over the same window: the bytes its copies moved from
-    # measured_from to its last end (a copy begun in the warm-up counted for its part after
-    # measured_from, its bytes spread over its own duration), over that window; worked out here
-    # from the transfer rows' own times. The live reading (time buckets) says the same.
+    # measured_from to its drain (a copy begun in the warm-up counted for its part after
+    # measured_from, one still running at the drain for its part before, its bytes spread over
+    # its own duration), over that window; worked out here from the transfer rows' own times.
+    # The live reading (time buckets) says the same.
     final = {row["step"]: row for row in run.summary["steps"]}
     live = {row["step"]: row for row in bucketed.tables(run)["steps"]}
     for step in steps:
-        since, expected_bytes, last = step.measured_from.timestamp(), 0.0, None
-        for t in Transfer.objects.filter(run=run, step=step.index, state__in=["succeeded", "failed"]):
+        copies = Transfer.objects.filter(run=run, step=step.index, state__in=["succeeded", "failed"])
+        times = [(t.started_at.timestamp(), t.finished_at.timestamp()) for t in copies]
+        last_start = max(a for a, _ in times)
+        drain = min(b for _, b in times if b > last_start)
+        since, expected_bytes = step.measured_from.timestamp(), 0.0
+        for t in copies:
             start, end = t.started_at.timestamp(), t.finished_at.timestamp()
-            last = end if last is None else max(last, end)
-            if t.state == "succeeded" and end > since:
-                expected_bytes += t.bytes_transferred * (end - max(start, since)) / (end - start or 1)
-        expected = expected_bytes / (last - since)
+            inside = min(end, drain) - max(start, since)
+            if t.state == "succeeded" and inside > 0:
+                expected_bytes += t.bytes_transferred * inside / (end - start or 1)
+        expected = expected_bytes / (drain - since)
         row = final[step.index]
         whole = (
             row["bytes"] / (datetime.fromisoformat(row["end"]) - datetime.fromisoformat(row["start"])).total_seconds()
@@ -82,7 +96,7 @@ def test_a_sweep_1_2_4_under_a_20_s_optimizer_pass_measures_each_step_at_its_tar
         print(f"step {step.index} x{step.concurrency}: throughput {row['throughput_bps'] / 1e6:.3f} MB/s over "
               f"{row['window_seconds']} s from measured_from (expected {expected / 1e6:.3f}; live "
               f"{live[step.index]['throughput_bps'] / 1e6:.3f}; over the whole step {whole / 1e6:.3f})")  # fmt: skip
-        assert row["window_seconds"] == pytest.approx(last - since, abs=1e-3), row
+        assert row["window_seconds"] == pytest.approx(drain - since, abs=1e-3), row
         assert row["measured_bytes"] == round(expected_bytes), row
         assert row["throughput_bps"] == pytest.approx(expected, rel=1e-6), row
         assert live[step.index]["throughput_bps"] == pytest.approx(expected, rel=0.05), live[step.index]
