@@ -116,7 +116,10 @@ LOGIN_URL = "login"
 # Single sign-on through the site's OpenID provider (docs/security.md): None unless
 # STORAGEOPS_OIDC_ISSUER is set, and then nothing of it runs on a request.
 STORAGEOPS_OIDC = oidc_config.from_env()
+# Permissions read through storageops.grants (kept a few seconds per process); ModelBackend
+# stays for the sessions it signed in before.
 AUTHENTICATION_BACKENDS = [
+    "storageops.grants.CachedModelBackend",
     "django.contrib.auth.backends.ModelBackend",
     *(["storageops.oidc.backend.ProviderBackend"] if STORAGEOPS_OIDC else []),
 ]
@@ -187,6 +190,8 @@ elif STORAGEOPS_CSP == "report-only":
 
 # Requests: a body larger than this is refused with 413 before it is read (JSON bodies and
 # forms alike), and JSON nested deeper than STORAGEOPS_MAX_JSON_DEPTH with 400.
+# How long a web process keeps a user's groups and permissions, and a role's (storageops.grants).
+STORAGEOPS_GRANTS_SECONDS = env_int("STORAGEOPS_GRANTS_SECONDS", 5, minimum=0, maximum=300)
 STORAGEOPS_MAX_REQUEST_BYTES = env_int("STORAGEOPS_MAX_REQUEST_BYTES", 2_621_440, minimum=65_536)
 DATA_UPLOAD_MAX_MEMORY_SIZE = STORAGEOPS_MAX_REQUEST_BYTES
 STORAGEOPS_MAX_JSON_DEPTH = 32

@@ -219,7 +219,8 @@ def oidc_provider(live_server, log_dir, settings):
         log_dir, f"{live_server.url}/oidc/callback/", SSO_ACCOUNTS, post_logout_uri=f"{live_server.url}/login/"
     )
     settings.STORAGEOPS_OIDC = provider.config()
-    settings.AUTHENTICATION_BACKENDS = [
+    settings.AUTHENTICATION_BACKENDS = [  # as storageops/settings.py lists them with sign-on set up
+        "storageops.grants.CachedModelBackend",
         "django.contrib.auth.backends.ModelBackend",
         "storageops.oidc.backend.ProviderBackend",
     ]

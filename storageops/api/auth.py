@@ -64,7 +64,10 @@ class RolePermission(permissions.BasePermission):
         if not hasattr(view, "get_queryset"):
             # A view of no model (the API root): reading it needs a role, as every page does.
             return request.method in permissions.SAFE_METHODS and tokens.user_role(request.user) is not None
-        model = view.get_queryset().model
+        # The class's queryset names the model without building the view's own (its
+        # annotations and prefetches are built again by the view itself).
+        queryset = getattr(view, "queryset", None)
+        model = (queryset if queryset is not None else view.get_queryset()).model
         verb = "view" if request.method in permissions.SAFE_METHODS else self._METHOD.get(request.method)
         if verb is None:
             return False

@@ -11,11 +11,10 @@ import hmac
 import secrets
 from datetime import datetime
 
-from django.contrib.auth.models import Group
 from django.core.exceptions import ValidationError
 from django.utils import timezone
 
-from storageops import roles
+from storageops import grants, roles
 from storageops.models import APIToken
 
 PREFIX_LENGTH = 8
@@ -30,7 +29,7 @@ def user_role(user) -> str | None:
     """The highest role the user holds (superusers are admins)."""
     if user.is_superuser:
         return roles.ADMIN
-    held = set(user.groups.values_list("name", flat=True)) & set(_RANK)
+    held = grants.of_user(user).groups & set(_RANK)
     return max(held, key=_RANK.__getitem__) if held else None
 
 
@@ -70,8 +69,6 @@ def revoke(token: APIToken) -> None:
     APIToken.objects.filter(pk=token.pk, revoked_at__isnull=True).update(revoked_at=timezone.now())
 
 
-def role_permissions(role: str) -> set[str]:
-    group = Group.objects.filter(name=role).first()
-    if group is None:
-        return set()
-    return {f"{app}.{code}" for app, code in group.permissions.values_list("content_type__app_label", "codename")}
+def role_permissions(role: str) -> frozenset[str]:
+    """What a token of `role` may do (the role's group's permissions, storageops.grants)."""
+    return grants.of_role(role)

@@ -16,7 +16,7 @@ from django.contrib.auth.models import Group, User
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from storageops import changelog, roles
+from storageops import changelog, grants, roles
 from storageops.models import ExternalIdentity
 from storageops.oidc.claims import groups_in, roles_for
 from storageops.oidc.config import OidcConfig
@@ -64,8 +64,13 @@ def _role_state(user: User) -> dict[str, Any]:
 
 def apply_roles(user: User, wanted: set[str], cfg: OidcConfig) -> bool:
     """Make the user's role groups exactly `wanted`; True if anything changed (and was logged)."""
+    staff = roles.ADMIN in wanted
+    # Checked on every API call with a provider token: the kept grants answer the usual "no
+    # change" without a query; a change is read again from the database, which they may trail.
+    if grants.of_user(user).groups & set(roles.ROLES) == wanted and user.is_staff == staff:
+        return False
     before = _role_state(user)
-    if set(before["roles"]) == wanted and before["is_staff"] == (roles.ADMIN in wanted):
+    if set(before["roles"]) == wanted and before["is_staff"] == staff:
         return False
     with transaction.atomic():
         role_groups = {g.name: g for g in Group.objects.filter(name__in=roles.ROLES)}
