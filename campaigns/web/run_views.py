@@ -3,11 +3,16 @@ error messages and the transfers table (thin: campaigns.results.charts does the 
 
 from __future__ import annotations
 
+import functools
+
 from django.contrib import messages
 from django.contrib.auth.decorators import permission_required
 from django.core.exceptions import ValidationError
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.template.loader import render_to_string
+from django.utils.html import escape
+from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_POST
 from django.views.generic import DetailView, ListView
 
@@ -16,7 +21,7 @@ from campaigns.choices import ErrorCategory
 from campaigns.models import Run, Transfer, engine_registry
 from campaigns.results import analysis, baseline_choice, charts, readers, verdicts
 from campaigns.spec import RunSpec
-from campaigns.web import chart_registry
+from campaigns.web import chart_registry, shared_partials
 from campaigns.web.filters import TransferFilter
 from campaigns.web.forms import BaselineChoiceForm
 
@@ -55,14 +60,15 @@ class RunDetailView(DetailView):
 
     def get_context_data(self, **kwargs):
         context = super().get_context_data(**kwargs)
-        context["transfer_filter"] = TransferFilter(queryset=Transfer.objects.none())
+        context["transfer_filter_html"] = transfer_filter_html()
         # A live run shows its progress and charts; its result tables come when it ends.
         context["result"] = readers.stored(self.object)
         context["byte_budget"] = readers.byte_budget(self.object)
         context["retryable"] = runs.retryable_count(self.object)
-        context["chain"] = readers.retry_chain(self.object)
-        context["in_flight"] = readers.oldest_in_flight(self.object) if self.object.is_live else []
-        context["live_steps"] = readers.steps(self.object) if self.object.is_live else []
+        # A run that is no retry and has none (its retries are prefetched) has no chain to read.
+        chained = self.object.retry_of_id or self.object.retries.all()
+        context["chain"] = readers.retry_chain(self.object) if chained else None
+        context["progress_html"] = mark_safe(_progress_html(self.object))  # noqa: S308 -- our own template's output
         context["target_rate_bps"] = verdicts.target_rate_bps(self.object)
         context["swept"] = [(axis, sweeps.AXIS_LABELS[axis]) for axis in RunSpec.of(self.object).swept_axes]
         context["charts"] = chart_registry.run_page(self.object, context["swept"])
@@ -75,14 +81,36 @@ class RunDetailView(DetailView):
         return context
 
 
+@functools.cache
+def transfer_filter_html() -> str:
+    """The run page's transfer filter (state, error category, step): the same for every run and
+    viewer, so rendered once per process (Django's template widgets took a millisecond a page)."""
+    form = TransferFilter(queryset=Transfer.objects.none()).form
+    fields = (form[name] for name in ("state", "error_category", "step"))
+    return mark_safe("".join(f"<label>{escape(f.label)} {f}</label>" for f in fields))  # noqa: S308 -- escaped, widgets
+
+
+def _progress_html(run: Run) -> str:
+    """The run's progress partial, shared by its viewers (campaigns.web.shared_partials)."""
+
+    def rendered() -> str:
+        in_flight = readers.oldest_in_flight(run) if run.is_live else []
+        # A live run's steps with the concurrency each achieved so far (its buckets, shared for 10 s).
+        live_steps = readers.steps(run) if run.is_live else []
+        context = {"run": run, "in_flight": in_flight, "live_steps": live_steps}
+        return render_to_string("campaigns/partials/run_progress.html", context)
+
+    return shared_partials.progress(run, rendered)
+
+
 def run_progress(request: HttpRequest, pk: int) -> HttpResponse:
-    """The live progress partial; it stops asking to be polled once the run has ended."""
+    """The live progress partial; it stops asking to be polled once the run has ended.
+
+    Every viewer of a live run polls it every 2 s, and it reads the same for all of them (no
+    user, form or permission in it): one rendering is shared by the viewers who ask while the
+    run's own figures and the clock's second are unchanged (campaigns.web.shared_partials)."""
     run = get_object_or_404(Run.objects.select_related("campaign"), pk=pk)
-    in_flight = readers.oldest_in_flight(run) if run.is_live else []
-    # A live run's steps with the concurrency each achieved so far (its buckets, shared for 10 s).
-    live_steps = readers.steps(run) if run.is_live else []
-    context = {"run": run, "in_flight": in_flight, "live_steps": live_steps}
-    response = _htmx(render(request, "campaigns/partials/run_progress.html", context))
+    response = _htmx(HttpResponse(_progress_html(run)))
     if request.headers.get("HX-Request") and not run.is_live:
         # The run just ended while the page watched it: reload once for the result tables.
         response["HX-Refresh"] = "true"

@@ -323,3 +323,41 @@ def test_every_comparison_chart_is_trimmed_as_the_table(client, viewer, two_runs
     assert [p["x"] for p in trimmed] == [p["x"] for p in whole] == [k - 0.5 for k in range(10)]
     assert [p["y"] for p in trimmed] == [None if p["x"] <= cut else 1e6 for p in whole]
     assert all(p["y"] == 1e6 for p in whole) and all(not r["cuts"] for r in untrimmed["runs"])
+
+
+def test_viewers_of_a_live_run_share_one_progress_rendering_until_the_run_or_the_second_changes(
+    client, viewer, operator, monkeypatch
+):
+    """Every open run page polls the partial every 2 s, and it shows nothing of the viewer: the
+    viewers who ask while the run's figures and the clock's second stay the same get one
+    rendering (campaigns.web.shared_partials); a change of the run is shown at the next ask."""
+    from django.test import Client
+
+    from campaigns.web import shared_partials
+
+    run = runs.create_run(mock_campaign("shared-progress"), trigger="command")
+    Run.objects.filter(pk=run.pk).update(state="running", files_done=3)
+    monkeypatch.setattr(shared_partials.time, "time", lambda: 1_800_000_000.0)  # one second
+    rendered: list = []
+    real = shared_partials.progress
+
+    def counting(run_, render):
+        return real(run_, lambda: rendered.append(run_.pk) or render())
+
+    monkeypatch.setattr(shared_partials, "progress", counting)
+    other = Client()
+    client.force_login(viewer)
+    other.force_login(operator)
+    first = client.get(f"/campaigns/runs/{run.pk}/progress/").content.decode()
+    second = other.get(f"/campaigns/runs/{run.pk}/progress/").content.decode()
+    assert first == second and "3 ok" in first and rendered == [run.pk]
+    # The run page shows the same block, from the same rendering.
+    assert first in client.get(f"/campaigns/runs/{run.pk}/").content.decode() and rendered == [run.pk]
+    # A copy more: rendered afresh at once, the same second.
+    Run.objects.filter(pk=run.pk).update(files_done=4)
+    assert "4 ok" in client.get(f"/campaigns/runs/{run.pk}/progress/").content.decode()
+    assert len(rendered) == 2
+    # The next second (the ages of the copies in flight): afresh too.
+    monkeypatch.setattr(shared_partials.time, "time", lambda: 1_800_000_001.0)
+    other.get(f"/campaigns/runs/{run.pk}/progress/")
+    assert len(rendered) == 3
