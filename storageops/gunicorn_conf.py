@@ -17,7 +17,7 @@ _cores = os.cpu_count() or 1
 
 bind = env_str("STORAGEOPS_WEB_BIND", "0.0.0.0:8000")
 workers = env_int("STORAGEOPS_WEB_WORKERS", _cores + 1, minimum=1)
-worker_class = "gthread"
+worker_class = env_str("STORAGEOPS_WEB_WORKER_CLASS", "gthread")
 threads = env_int("STORAGEOPS_WEB_THREADS", 4, minimum=1)
 # Pages poll every 2-5 s: a kept-alive connection saves a handshake on each.
 keepalive = 5
