@@ -1,10 +1,13 @@
 """Gunicorn settings for the dashboard and the API: `gunicorn -c python:storageops.gunicorn_conf`.
 
-Sized for the machine it runs on (docs/benchmarks.md, "Twenty people at once"): a request is
-mostly Python (templates, JSON) with a few short queries between, so a process per core keeps
-the cores busy and a few threads in each fill the waits on PostgreSQL and Redis. One more
-process than cores covers the moments a process is rendering while another waits. Each of
-these is an environment variable for sites that measure otherwise.
+Sized for the machine it runs on (docs/benchmarks.md, "Per-request cost against the reference"):
+a request is mostly Python with a few short queries between, so a process per core keeps the
+cores busy, and one more covers the moments a process waits on PostgreSQL. Two threads each:
+a long request (a PDF report, a streamed export) does not hold a whole process, while under
+saturation two threads contend for the interpreter lock far less than four did (twenty
+closed-loop clients: 258 requests/s with 3 x 2 against 235-315 with 3 x 4, p95 145 against
+136-250 ms, the same machine and code). Each of these is an environment variable for sites that
+measure otherwise.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ _cores = os.cpu_count() or 1
 bind = env_str("STORAGEOPS_WEB_BIND", "0.0.0.0:8000")
 workers = env_int("STORAGEOPS_WEB_WORKERS", _cores + 1, minimum=1)
 worker_class = env_str("STORAGEOPS_WEB_WORKER_CLASS", "gthread")
-threads = env_int("STORAGEOPS_WEB_THREADS", 4, minimum=1)
+threads = env_int("STORAGEOPS_WEB_THREADS", 2, minimum=1)
 # Pages poll every 2-5 s: a kept-alive connection saves a handshake on each.
 keepalive = 5
 timeout = env_int("STORAGEOPS_WEB_TIMEOUT", 60, minimum=1)
