@@ -331,26 +331,12 @@ def sample_stacks(pids: list[int], seconds: float, out: Path) -> list[subprocess
     if not spy.exists():
         return []
     out.mkdir(parents=True, exist_ok=True)
+    # GIL samples only: where the workers' CPU goes, not where they wait.
+    argv = [str(spy), "record", "--gil", "-r", "100", "-d", str(int(seconds)), "-f", "raw"]
     return [
         subprocess.Popen(
-            [
-                str(spy),
-                "record",
-                "--nonblocking",
-                "-r",
-                "50",
-                "-d",
-                str(int(seconds)),
-                "-f",
-                "raw",
-                "-o",
-                str(out / f"{pid}.txt"),
-                "-p",
-                str(pid),
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )  # fmt: skip
+            [*argv, "-o", str(out / f"{pid}.txt"), "-p", str(pid)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
         for pid in pids
     ]
 
@@ -358,14 +344,17 @@ def sample_stacks(pids: list[int], seconds: float, out: Path) -> list[subprocess
 # Where a web worker's samples fall: (stage, a frame that marks it); a sample counts for the first
 # stage listed that any of its frames matches (so the database inside a serializer is database).
 STACK_STAGES = (
-    ("waiting for a request (idle)", ("wait (selectors.py", "accept (socket.py", "sleep (gunicorn", "select (selectors.py")),
+    ("waiting for a request (idle)",
+     ("wait (selectors.py", "accept (socket.py", "sleep (gunicorn", "select (selectors.py")),
     ("database (driver)", ("psycopg/",)),
     ("SQL compiler (ORM)", ("django/db/models/sql/",)),
     ("ORM other", ("django/db/models/",)),
     ("templates", ("django/template/",)),
     ("serializers", ("rest_framework/serializers.py", "rest_framework/fields.py", "rest_framework/relations.py")),
     ("JSON", ("json/", "rest_framework/renderers.py")),
-    ("auth, sessions, roles", ("contrib/auth", "contrib/sessions", "storageops/api/auth.py", "storageops/api/tokens.py", "storageops/access.py")),
+    ("auth, sessions, roles",
+     ("contrib/auth", "contrib/sessions", "storageops/api/auth.py", "storageops/api/tokens.py", "storageops/grants.py",
+      "storageops/access.py")),
     ("middleware (other)", ("django/middleware/", "csp/", "whitenoise/", "storageops/limits.py")),
     ("project code", ("campaigns/", "collectors/", "storageops/", "alerts/")),
     ("DRF other", ("rest_framework/",)),

@@ -193,7 +193,8 @@ def profile(repeat: int, top: int) -> None:
             wall = (time.perf_counter() - started) / repeat * 1000
             cells = " ".join(f"{stages.seconds[n] / repeat * 1000:>11.2f}" for n in STAGES)
             print(
-                f"{label:<22} {wall:>7.2f} {stages.queries / repeat:>7.1f}  {cells} {stages.db / repeat * 1000:>11.2f} {stages.gc / repeat * 1000:>11.2f}"
+                f"{label:<22} {wall:>7.2f} {stages.queries / repeat:>7.1f}  {cells} "
+                f"{stages.db / repeat * 1000:>11.2f} {stages.gc / repeat * 1000:>11.2f}"
             )
             if profiler and os.environ.get("PROFILE_DUMP"):
                 profiler.dump_stats(f"{os.environ['PROFILE_DUMP']}-{label.replace(' ', '_').replace(':', '')}.prof")
