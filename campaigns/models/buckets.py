@@ -63,6 +63,11 @@ _KEY = "run_id, width, k, step, source_endpoint_id, destination_endpoint_id, cat
 _SUMS = ("files_ok", "files_failed", "files_cancelled", "moved", "busy", "duration_sum")
 
 
+def source_columns(alias: str) -> str:
+    """The columns insert_sql reads, as a RETURNING or SELECT list of table `alias`."""
+    return ", ".join(f"{alias}.{name}" for name in _ROW_FIELDS)
+
+
 def insert_sql(source: str) -> str:
     """The statement that adds the copies of relation `source` (columns as a transfer row's)
     to their buckets. `source` is SQL of ours (a CTE's name or a subquery), never user text."""
@@ -98,6 +103,7 @@ ON CONFLICT ({_KEY}) DO UPDATE SET {merge},
 """  # noqa: S608
 
 
+# The columns insert_sql reads of its source (a record statement returns only these).
 _ROW_FIELDS = (
     "run_id",
     "step",

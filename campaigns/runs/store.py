@@ -32,7 +32,9 @@ _RECORD_UPDATE_PG = (
     "%s::float8[], %s::bigint[], %s::float8[], %s::text[], %s::integer[], %s::text[], %s::text[], %s::text[], "
     "%s::text[], %s::text[], %s::bigint[], %s::text[]) AS v(state, started_at, finished_at, duration, moved, "
     "throughput, category, code, message, src_sum, dst_sum, mode, host, id, executor) "
-    "WHERE t.id = v.id AND t.executor = v.executor AND t.state || '' = 'active' RETURNING t.*"
+    "WHERE t.id = v.id AND t.executor = v.executor AND t.state || '' = 'active' RETURNING "
+    # Only what the buckets read: RETURNING t.* copied every row's URLs, messages and history.
+    + buckets.source_columns("t")
 )
 # `state || ''` (here and in _STARTED_SQL_PG) keeps the planner off the partial index on active
 # rows, which it would otherwise pick for `state = 'active'`: between vacuums that index holds an
