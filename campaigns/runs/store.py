@@ -34,7 +34,7 @@ _RECORD_UPDATE_PG = (
     "throughput, category, code, message, src_sum, dst_sum, mode, host, id, executor) "
     "WHERE t.id = v.id AND t.executor = v.executor AND t.state || '' = 'active' RETURNING "
     # Only what the buckets read: RETURNING t.* copied every row's URLs, messages and history.
-    + buckets.source_columns("t")
+     + buckets.source_columns("t")
 )
 # `state || ''` (here and in _STARTED_SQL_PG) keeps the planner off the partial index on active
 # rows, which it would otherwise pick for `state = 'active'`: between vacuums that index holds an
