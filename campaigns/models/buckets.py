@@ -91,9 +91,10 @@ FROM (
     SELECT run_id, coalesce(step, -1) AS step, source_endpoint_id AS src, destination_endpoint_id AS dst, state,
            CASE WHEN state = 'succeeded' THEN '' ELSE coalesce(error_category, '') END AS category,
            coalesce(bytes_transferred, 0)::float8 AS moved, duration,
-           extract(epoch FROM started_at)::float8 AS s, extract(epoch FROM finished_at)::float8 AS e
+           date_part('epoch', started_at) AS s, date_part('epoch', finished_at) AS e
     FROM {source} AS x
     WHERE state IN ('succeeded', 'failed', 'cancelled') AND started_at IS NOT NULL AND finished_at IS NOT NULL
+    OFFSET 0
 ) r
 CROSS JOIN (VALUES (1), (60)) AS ws(w)
 CROSS JOIN LATERAL generate_series(floor(s / w)::bigint, floor(e / w)::bigint) AS k
