@@ -21,20 +21,40 @@ from campaigns.runs.engines.base import CopyJob, CopyResult
 from campaigns.runs.planning import PlannedTransfer
 
 _TABLE = Transfer._meta.db_table
-# The table name is a constant of ours; every value is a bound parameter.
-# The whole batch in one statement, a column a parameter, as arrays; the rows it made final are
-# added to their time buckets by the same statement (buckets.insert_sql reads them as "upd").
+# A batch's results go to the database as one JSON text, read back by json_to_recordset:
+# binding them as fifteen arrays had psycopg quote every element in Python, which was a third
+# of the driver's own CPU time at thousands of copies a second (benchmarks/bookkeeping_profile.py);
+# json.dumps does it in C. Each row is written as the JSON object of these names.
+_RESULT_COLUMNS = (
+    ("state", "text"),
+    ("started_at", "timestamptz"),
+    ("finished_at", "timestamptz"),
+    ("duration", "float8"),
+    ("moved", "bigint"),
+    ("throughput", "float8"),
+    ("category", "text"),
+    ("code", "integer"),
+    ("message", "text"),
+    ("src_sum", "text"),
+    ("dst_sum", "text"),
+    ("mode", "text"),
+    ("host", "text"),
+    ("id", "bigint"),
+    ("executor", "text"),
+)
+_RESULT_NAMES = tuple(name for name, _ in _RESULT_COLUMNS)
+# The table name is a constant of ours; every value is a bound parameter. The rows the
+# statement made final are added to their time buckets by the same statement (buckets.insert_sql
+# reads them as "upd").
 _RECORD_UPDATE_PG = (
     "UPDATE " + _TABLE + " AS t SET state=v.state, started_at=v.started_at, finished_at=v.finished_at, "  # noqa: S608
     "duration=v.duration, bytes_transferred=v.moved, throughput_bps=v.throughput, error_category=v.category, "
     "error_code=v.code, error_message=v.message, source_checksum=v.src_sum, destination_checksum=v.dst_sum, "
-    "copy_mode=v.mode, transfer_host=v.host FROM unnest(%s::text[], %s::timestamptz[], %s::timestamptz[], "
-    "%s::float8[], %s::bigint[], %s::float8[], %s::text[], %s::integer[], %s::text[], %s::text[], %s::text[], "
-    "%s::text[], %s::text[], %s::bigint[], %s::text[]) AS v(state, started_at, finished_at, duration, moved, "
-    "throughput, category, code, message, src_sum, dst_sum, mode, host, id, executor) "
-    "WHERE t.id = v.id AND t.executor = v.executor AND t.state || '' = 'active' RETURNING "
+    "copy_mode=v.mode, transfer_host=v.host FROM json_to_recordset(%s::json) AS v("
+    + ", ".join(f"{name} {kind}" for name, kind in _RESULT_COLUMNS)
+    + ") WHERE t.id = v.id AND t.executor = v.executor AND t.state || '' = 'active' RETURNING "
     # Only what the buckets read: RETURNING t.* copied every row's URLs, messages and history.
-     + buckets.source_columns("t")
+    + buckets.source_columns("t")
 )
 # `state || ''` (here and in _STARTED_SQL_PG) keeps the planner off the partial index on active
 # rows, which it would otherwise pick for `state = 'active'`: between vacuums that index holds an
@@ -57,9 +77,9 @@ _RETRY_SQL_PG = (
 # A copy under way gets its start time as soon as the driver sees it start, so the live page
 # and the API show what is in flight and since when; its result later writes the same value.
 _STARTED_SQL_PG = (
-    "UPDATE " + _TABLE + " AS t SET started_at=v.started_at FROM unnest(%s::bigint[], %s::timestamptz[]) "  # noqa: S608
-    "AS v(id, started_at) WHERE t.id=v.id AND t.run_id=%s AND t.executor=%s AND t.state || '' = 'active' "
-    "AND t.started_at IS NULL"
+    "UPDATE " + _TABLE + " AS t SET started_at=v.started_at FROM json_to_recordset(%s::json) "  # noqa: S608
+    "AS v(id bigint, started_at timestamptz) WHERE t.id=v.id AND t.run_id=%s AND t.executor=%s "
+    "AND t.state || '' = 'active' AND t.started_at IS NULL"
 )
 # Rows a dead driver left active: those it had seen copying keep that lost attempt in their history.
 _ORPHANS_SQL_PG = (
@@ -149,6 +169,11 @@ def _ts(epoch: float) -> datetime:
     return datetime.fromtimestamp(epoch, tz=UTC)
 
 
+def _json(rows: list[dict]) -> str:
+    # A NaN would be invalid JSON: refused here, not by the server with the batch half-read.
+    return json.dumps(rows, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+
 def record(
     run_id: int, results: Sequence[CopyResult], retries: int, *, executor: str, retry_delay: float = 0
 ) -> dict[str, int]:
@@ -183,14 +208,16 @@ def record(
         rows.append(
             (
                 state,
-                _ts(r.started),
-                _ts(r.finished),
+                # ISO text of the microsecond datetime: what binding the datetime wrote.
+                _ts(r.started).isoformat(),
+                _ts(r.finished).isoformat(),
                 r.duration,
                 r.bytes if r.ok else 0,
                 throughput,
                 r.category,
                 r.code,
-                r.message[:4000],
+                # A server's text may hold a NUL, which no PostgreSQL text can.
+                r.message[:4000].replace("\x00", ""),
                 r.source_checksum,
                 r.destination_checksum,
                 r.copy_mode,
@@ -210,7 +237,7 @@ def record(
                 bytes_done=F("bytes_done") + moved,
             )
         with connection.cursor() as cursor:
-            cursor.execute(_RECORD_SQL_PG, [list(column) for column in zip(*rows, strict=True)])
+            cursor.execute(_RECORD_SQL_PG, [_json([dict(zip(_RESULT_NAMES, row, strict=True)) for row in rows])])
         if retrying:
             _keep_attempts(retrying, executor)
     return {"done": done, "failed": failed, "cancelled": cancelled, "bytes": moved, "requeued": requeued}
@@ -254,7 +281,8 @@ def mark_started(run_id: int, executor: str, started: Sequence[tuple[int, float]
     if not started:
         return 0
     with connection.cursor() as cursor:
-        cursor.execute(_STARTED_SQL_PG, [[pk for pk, _ in started], [_ts(at) for _, at in started], run_id, executor])
+        rows = [{"id": pk, "started_at": _ts(at).isoformat()} for pk, at in started]
+        cursor.execute(_STARTED_SQL_PG, [_json(rows), run_id, executor])
         return cursor.rowcount
 
 
