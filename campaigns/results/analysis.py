@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from urllib.parse import urlsplit
 
+from django.db import connection
+
 from campaigns.choices import TransferState
 from campaigns.models import Endpoint, Run, Transfer
 from campaigns.results import concurrency, measured
@@ -50,8 +52,10 @@ class Aggregate:
     failed: int = 0
     skipped: int = 0
     bytes: int = 0
-    first_start: datetime | None = None
-    last_end: datetime | None = None
+    # Epoch seconds, as the rows are read (a float holds a microsecond exactly at these
+    # magnitudes, and parsing 100,000 timestamps took half of a large run's summary).
+    first: float | None = None
+    last: float | None = None
     durations: list[float] = field(default_factory=list)
     # Every finished attempt's duration, failures included: a request that timed out after
     # 30 s is latency a client saw, and a checksum load is judged by it.
@@ -65,7 +69,16 @@ class Aggregate:
     measured_until: float | None = None  # its drain start; None: to its last end
     measured_moved: float = 0.0
 
-    def add(self, state, size, moved, started, finished, duration, category) -> None:
+    @property
+    def first_start(self) -> datetime | None:
+        return _datetime(self.first)
+
+    @property
+    def last_end(self) -> datetime | None:
+        return _datetime(self.last)
+
+    def add(self, state, size, moved, started: float | None, finished: float | None, duration, category) -> None:
+        """One row, its start and end in epoch seconds."""
         if state == TransferState.SUCCEEDED:
             self.ok += 1
             self.bytes += moved or 0
@@ -79,13 +92,13 @@ class Aggregate:
         if duration is not None and state in (TransferState.SUCCEEDED, TransferState.FAILED):
             self.latencies.append(duration)
         if started is not None and state in (TransferState.SUCCEEDED, TransferState.FAILED):
-            if self.first_start is None or started < self.first_start:
-                self.first_start = started
-            if finished is not None and (self.last_end is None or finished > self.last_end):
-                self.last_end = finished
+            if self.first is None or started < self.first:
+                self.first = started
+            if finished is not None and (self.last is None or finished > self.last):
+                self.last = finished
         if self.measured_since is not None and state == TransferState.SUCCEEDED and started and finished:
             self.measured_moved += measured.bytes_within(
-                moved or 0, started.timestamp(), finished.timestamp(), self.measured_since, self.measured_until
+                moved or 0, started, finished, self.measured_since, self.measured_until
             )
 
     def as_dict(self) -> dict:
@@ -157,7 +170,20 @@ def _overlap(start: datetime, end: datetime, lo: datetime, hi: datetime) -> floa
 
 
 def _rows(run: Run) -> Iterator[tuple]:
-    return Transfer.objects.filter(run=run).values_list(*_FIELDS).iterator(chunk_size=20000)
+    """The rows as _FIELDS, their start and end as epoch seconds (PostgreSQL's date_part is
+    the exact microsecond value rounded once, as datetime.timestamp() is). A plain server-side
+    cursor: Django's per-value converters took a third of a 100,000-row summary."""
+    columns = ", ".join(f"date_part('epoch', {name})" if name.endswith("_at") else name for name in _FIELDS)
+    sql = f"SELECT {columns} FROM {Transfer._meta.db_table} WHERE run_id = %s"  # noqa: S608 -- names of ours
+    with connection.chunked_cursor() as cursor:
+        cursor.execute(sql, [run.pk])
+        while chunk := cursor.fetchmany(20000):
+            yield from chunk
+
+
+def _datetime(epoch: float | None) -> datetime | None:
+    # fromtimestamp rounds to the microsecond: the value the row holds, exactly.
+    return None if epoch is None else datetime.fromtimestamp(epoch, tz=UTC)
 
 
 def door_names(endpoint_ids: Iterable[int]) -> dict[int, str]:
@@ -176,6 +202,7 @@ def run_summary(run: Run, exclude: list[tuple[datetime, datetime]] | None = None
     time of the intervals themselves; the result says how much was left out.
     """
     exclude = exclude or []
+    cut = [(lo.timestamp(), hi.timestamp()) for lo, hi in exclude]
 
     def new() -> Aggregate:
         return Aggregate(excluded=exclude)
@@ -192,8 +219,8 @@ def run_summary(run: Run, exclude: list[tuple[datetime, datetime]] | None = None
     by_client: dict[str, Aggregate] | None = defaultdict(new) if spec.clients else None
     for step, state, size, moved, started, finished, duration, category, src, dst, host in _rows(run):
         if concurrency.ran(state, step, started, finished):
-            intervals[step].append((started.timestamp(), finished.timestamp()))
-        if exclude and started and finished and any(started <= hi and finished >= lo for lo, hi in exclude):
+            intervals[step].append((started, finished))
+        if cut and started and finished and any(started <= hi and finished >= lo for lo, hi in cut):
             left_out["transfers"] += 1
             left_out["bytes"] += moved or 0
             continue
@@ -271,7 +298,7 @@ def _merge(into: Aggregate, other: Aggregate) -> None:
     into.durations.extend(other.durations)
     into.latencies.extend(other.latencies)
     into.errors.update(other.errors)
-    for attr, pick in (("first_start", min), ("last_end", max)):
+    for attr, pick in (("first", min), ("last", max)):
         values = [v for v in (getattr(into, attr), getattr(other, attr)) if v is not None]
         setattr(into, attr, pick(values) if values else None)
 
