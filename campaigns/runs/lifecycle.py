@@ -119,17 +119,14 @@ class RunDriver:
             if spec.create_sources:
                 self.wrote_sources = True
                 checksums = create_sources(run.snapshot, run.pk, self.storage(run), self._preparation_control())
-        planned = 0
         with transaction.atomic():
             if not Transfer.objects.filter(run_id=run.pk).exists():
-                planned = store.insert_plan(run.pk, plan(run.snapshot, run.pk), checksums)
+                store.insert_plan(run.pk, plan(run.snapshot, run.pk), checksums)
             run.state = RunState.RUNNING
             run.started_at = timezone.now()
             Run.objects.filter(pk=run.pk, executor=self.executor).update(
                 state=run.state, started_at=run.started_at, versions=run.versions
             )
-        if planned >= store.ANALYZE_AFTER:
-            store.refresh_statistics()
         # A driver that died in its preparation is followed by another: one start on the record.
         if not Event.objects.filter(run_id=run.pk, kind=EventKind.RUN_START).exists():
             log_event("run_start", f"Run {run} started ({run.planned_files} files)", run=run)

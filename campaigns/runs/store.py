@@ -60,6 +60,10 @@ _RECORD_UPDATE_PG = (
 # rows, which it would otherwise pick for `state = 'active'`: between vacuums that index holds an
 # entry for every row that was ever active, so a batch of 200 scanned 200,000 entries (21 ms)
 # instead of making 200 primary-key lookups (7 ms with the buckets; benchmarks/bookkeeping_profile.py).
+# `run_id + 0` in _STARTED_SQL_PG does the same for the indexes that lead with run_id: before any
+# ANALYZE had seen a run planned a moment ago, the planner walked the run's 100,000 rows by one of
+# them for every batch (7,000 rows/s instead of 46,000). The primary key is then the only way in,
+# with statistics or without, so the driver needs no ANALYZE after a plan.
 _RECORD_SQL_PG = f"WITH upd AS ({_RECORD_UPDATE_PG}) {buckets.insert_sql('upd')}"
 # Claim the next queued rows in plan order and mark them active in one round trip; a failed
 # attempt waiting for its retry is not due before its retry_at.
@@ -78,7 +82,7 @@ _RETRY_SQL_PG = (
 # and the API show what is in flight and since when; its result later writes the same value.
 _STARTED_SQL_PG = (
     "UPDATE " + _TABLE + " AS t SET started_at=v.started_at FROM json_to_recordset(%s::json) "  # noqa: S608
-    "AS v(id bigint, started_at timestamptz) WHERE t.id=v.id AND t.run_id=%s AND t.executor=%s "
+    "AS v(id bigint, started_at timestamptz) WHERE t.id=v.id AND t.run_id + 0 = %s AND t.executor=%s "
     "AND t.state || '' = 'active' AND t.started_at IS NULL"
 )
 # Rows a dead driver left active: those it had seen copying keep that lost attempt in their history.
@@ -99,23 +103,6 @@ def insert_plan(run_id: int, planned: Iterable[PlannedTransfer], checksums: dict
     (sources StorageOps generated); it is kept as the transfer's expected source checksum.
     """
     return _copy_plan(run_id, planned, checksums or {})
-
-
-# A plan this large is followed by fresh statistics of the transfer table (refresh_statistics).
-ANALYZE_AFTER = 10_000
-
-
-def refresh_statistics() -> None:
-    """ANALYZE the transfer table, once a large plan is in it.
-
-    Until autovacuum's next pass (a minute or more), the planner knows nothing of a run planned a
-    moment ago, and plans the driver's batch statements for a table without its rows: the mark-
-    started UPDATE ran at 7,000 rows/s instead of 45,000 (benchmarks/bookkeeping_profile.py on a
-    fresh database), the whole 100,000-copy run on such plans. ANALYZE samples a fixed number of
-    rows (about 0.1-0.5 s at any size) and blocks no reads or writes.
-    """
-    with connection.cursor() as cursor:
-        cursor.execute(f"ANALYZE {_TABLE}")
 
 
 def _copy_plan(run_id: int, planned: Iterable[PlannedTransfer], checksums: dict[int, str]) -> int:
