@@ -15,9 +15,11 @@ are asked with the cache emptied before each request, so every ask pays for its 
 Target: p95 <= 300 ms for every one, a trimmed comparison of two 1M-transfer runs included.
 
     .venv/bin/python benchmarks/dashboard_load.py [--transfers 10000000] [--live 300000] [--runs 9]
-        [--requests 40] [--regenerate]
+        [--requests 40] [--regenerate] [--year]
 
-It uses a database of its own (storageops_bench_dashboard), kept between runs: the rows take
+With --year, the doors also get a year of history as the product keeps it (raw samples for the
+retention age, roll-ups before, forty events a day), so the same pages can be timed with and
+without it. It uses a database of its own (storageops_bench_dashboard), kept between runs: the rows take
 about half an hour to generate and finalise, and are reused unless --regenerate.
 """
 
@@ -149,7 +151,9 @@ def _insert_run(campaign, site, n: int, t0, *, done: int, state: str, streams: i
     snapshot = campaign_snapshot(campaign)
     snapshot["parameters"]["streams"] = streams  # a parameter that differs between the runs
     live = state == "running"
-    active = IN_FLIGHT if live else 0
+    # At most what is left: a small site's live run of 90 had "1,000 in flight" stretch its
+    # window to 23 hours of host samples, against the large site's two (its hosts.json read 12x more).
+    active = min(IN_FLIGHT, n - done) if live else 0
     current = min(done * len(STEPS) // n, len(STEPS) - 1)
     steps = STEPS[: current + 1] if live else STEPS
     run = Run.objects.create(
@@ -178,6 +182,82 @@ def _insert_run(campaign, site, n: int, t0, *, done: int, state: str, streams: i
     print(f"run {run.pk}: {n:,} transfers inserted in {inserted:.1f} s, buckets built in "
           f"{time.monotonic() - started:.1f} s", flush=True)  # fmt: skip
     return run
+
+
+# A year of what the collectors and people log besides the benchmark's runs, as the product keeps
+# it: raw host samples for the retention age (STORAGEOPS_SAMPLE_RETENTION_DAYS, 30), 5-minute
+# roll-ups before that (what collectors.retention leaves), and events all year round. Raw samples
+# are not written where a run's own samples are; disturbing events (changes, restarts) stay out
+# of the runs' windows, so the runs' figures and trimming are those of the site without the year.
+YEAR_MARK = "dashboard-load: a year of history"
+_YEAR_SAMPLES = """
+INSERT INTO collectors_metricsample (host_id, metric, label, time, value)
+SELECT %(host)s, m.metric, m.label, t, m.base + m.swing * ((extract(epoch FROM t)::bigint / 5) %% 60) / 60.0
+FROM generate_series(%(since)s::timestamptz, %(until)s::timestamptz, %(step)s::interval) AS t
+CROSS JOIN (VALUES ('cpu.percent', '', %(cpu)s::float8, 20.0), ('load1', '', %(cpu)s / 10, 2.0),
+                   ('net.rx_bps', 'eth0', 1.1e9, 7e7), ('net.tx_bps', 'eth0', 2e7, 0.0),
+                   ('mem.used', '', 6.4e10, 0.0)) AS m(metric, label, base, swing)
+WHERE NOT EXISTS (SELECT 1 FROM collectors_metricsample s
+                  WHERE s.host_id = %(host)s AND s.metric = 'cpu.percent' AND s.time = t)
+"""
+_YEAR_ROLLUPS = """
+INSERT INTO collectors_metricrollup (host_id, metric, label, time, seconds, count, mean, minimum, maximum)
+SELECT %(host)s, m.metric, m.label, t, 300, 60, m.base + m.swing / 2, m.base, m.base + m.swing
+FROM generate_series(%(since)s::timestamptz, %(until)s::timestamptz, interval '300 seconds') AS t
+CROSS JOIN (VALUES ('cpu.percent', '', %(cpu)s::float8, 20.0), ('load1', '', %(cpu)s / 10, 2.0),
+                   ('net.rx_bps', 'eth0', 1.1e9, 7e7), ('net.tx_bps', 'eth0', 2e7, 0.0),
+                   ('mem.used', '', 6.4e10, 0.0)) AS m(metric, label, base, swing)
+"""
+# Forty events a day: changes, restarts, deploys and reboots outside the runs' windows; notes,
+# log bursts and scheduler decisions anywhere.
+_YEAR_EVENTS = """
+INSERT INTO collectors_event (time, kind, source, who, summary, detail, created, host_id, backend_id)
+SELECT t, kind, CASE WHEN kind IN ('log_burst', 'service_restart', 'reboot') THEN 'collector' ELSE 'operator' END,
+       CASE WHEN kind IN ('config_change', 'deploy', 'note') THEN 'admin' ELSE '' END,
+       kind || ' on ' || CASE WHEN n %% 2 = 0 THEN 'door1' ELSE 'door2' END || ' (' || n || ')', '', t,
+       CASE WHEN n %% 2 = 0 THEN %(door1)s ELSE %(door2)s END, %(backend)s
+FROM (SELECT n, %(since)s::timestamptz + make_interval(secs => n * 2160) AS t,
+             (ARRAY['note', 'log_burst', 'schedule', 'config_change', 'service_restart', 'deploy', 'reboot',
+                    'log_burst'])[n %% 8 + 1] AS kind
+      FROM generate_series(0, %(count)s - 1) AS n) e
+WHERE kind IN ('note', 'log_burst', 'schedule') OR NOT (t >= %(runs_from)s AND t <= %(runs_until)s)
+"""
+
+
+def add_year_of_history(site) -> None:
+    """A year of samples, roll-ups and events for the doors (once; YEAR_MARK says it is there)."""
+    from datetime import timedelta
+
+    from django.conf import settings
+    from django.db import connection, transaction
+    from django.utils import timezone
+
+    from campaigns.models import Run
+    from collectors.events import log_event
+    from collectors.models import Event
+
+    if Event.objects.filter(summary=YEAR_MARK).exists():
+        return
+    campaign, _, dst1, _, door1, door2 = site
+    now = timezone.now().replace(microsecond=0)
+    raw_from = now - timedelta(days=settings.STORAGEOPS_SAMPLE_RETENTION_DAYS)
+    year_ago = now - timedelta(days=365)
+    runs = Run.objects.filter(campaign=campaign)
+    first = min(r.started_at for r in runs)
+    last = max(r.finished_at or now for r in runs)
+    started = time.monotonic()
+    with transaction.atomic(), connection.cursor() as cursor:
+        for host, cpu in ((door1, 30.0), (door2, 45.0)):
+            # The runs' samples are 5 s apart from their start: the year's are on the same grid.
+            cursor.execute(_YEAR_SAMPLES, {"host": host.pk, "cpu": cpu, "since": raw_from, "until": now,
+                                           "step": timedelta(seconds=5)})  # fmt: skip
+            cursor.execute(_YEAR_ROLLUPS, {"host": host.pk, "cpu": cpu, "since": year_ago, "until": raw_from})
+        cursor.execute(_YEAR_EVENTS, {"since": year_ago, "count": 365 * 40, "door1": door1.pk, "door2": door2.pk,
+                                      "backend": dst1.backend_id, "runs_from": first, "runs_until": last})  # fmt: skip
+        log_event("note", YEAR_MARK, time=year_ago)
+        for table in ("collectors_metricsample", "collectors_metricrollup", "collectors_event"):
+            cursor.execute(f"ANALYZE {table}")
+    print(f"a year of history added in {time.monotonic() - started:.1f} s", flush=True)
 
 
 def build(total: int, live_size: int, finished_runs: int) -> tuple[list[int], int]:
@@ -223,7 +303,7 @@ def build(total: int, live_size: int, finished_runs: int) -> tuple[list[int], in
         ids.append(run.pk)
     # The live run began two thirds of a run's length ago: its rows up to now are recorded.
     done = live_size * 2 // 3
-    t0 = timezone.now() - timedelta(hours=RUN_HOURS * (done + IN_FLIGHT) / live_size)
+    t0 = timezone.now() - timedelta(hours=RUN_HOURS * (done + min(IN_FLIGHT, live_size - done)) / live_size)
     live = _insert_run(campaign, site, live_size, t0, done=done, state="running", streams=1)
     ok = live.transfers.filter(state="succeeded").count()
     Run.objects.filter(pk=live.pk).update(files_done=ok, files_failed=done - ok)
@@ -276,6 +356,9 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=9, help="finished runs")
     parser.add_argument("--requests", type=int, default=40)
     parser.add_argument("--regenerate", action="store_true", help="delete the benchmark campaign's runs first")
+    parser.add_argument(
+        "--year", action="store_true", help="add a year of host samples, roll-ups and events first (kept)"
+    )
     args = parser.parse_args()
 
     harness.setup()
@@ -285,7 +368,7 @@ def main() -> None:
     from django.test import Client
 
     from campaigns.models import Run, Transfer
-    from collectors.models import MetricSample
+    from collectors.models import Event, MetricRollup, MetricSample
 
     call_command("collectstatic", "--noinput", verbosity=0)
     print(f"machine: {harness.machine()}")
@@ -295,10 +378,14 @@ def main() -> None:
         MetricSample.objects.filter(host__name__endswith=".bench").delete()
         found = build(args.transfers, args.live, args.runs)
     ids, live = found
+    if args.year:
+        add_year_of_history(_site())
     total = Transfer.objects.count()
     sizes = {r: Run.objects.get(pk=r).planned_files for r in (*ids[:2], live)}
     print(f"database: {total:,} transfers; finished runs {ids}, live run {live}; runs compared trimmed: "
           f"{sizes[ids[0]]:,} and {sizes[ids[1]]:,} transfers; live run: {sizes[live]:,}")  # fmt: skip
+    print(f"history: {MetricSample.objects.count():,} host samples, {MetricRollup.objects.count():,} roll-ups, "
+          f"{Event.objects.count():,} events")  # fmt: skip
 
     user, _ = User.objects.get_or_create(username="bench-viewer")
     user.groups.add(Group.objects.get(name="viewer"))
