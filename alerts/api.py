@@ -13,7 +13,7 @@ from rest_framework.response import Response
 from alerts import delivery
 from alerts.models import NOT_SUBSCRIBABLE, AlertKind, Delivery, Subscription, shown_url, validate_kinds
 from storageops.api.auth import RolePermission, has_perm
-from storageops.api.base import BaseModelSerializer, BaseViewSet
+from storageops.api.base import BaseModelSerializer, BaseViewSet, FieldsBuiltOnce
 from storageops.api.pagination import MAX_LIMIT
 
 SEES_WEBHOOKS = "alerts.change_subscription"
@@ -83,7 +83,7 @@ class SubscriptionSerializer(BaseModelSerializer):
             raise
 
 
-class DeliverySerializer(serializers.ModelSerializer):
+class DeliverySerializer(FieldsBuiltOnce, serializers.ModelSerializer):
     """One alert to one subscription: sent, failed (each channel's error) or held back by the rate limit."""
 
     outcome = serializers.JSONField(

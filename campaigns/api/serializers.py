@@ -22,7 +22,7 @@ from campaigns.models.engine_rules import client_pool_error, copy_mode_error
 from campaigns.results import baseline_choice, readers
 from collectors.models import Host
 from storageops import paths
-from storageops.api.base import BaseModelSerializer
+from storageops.api.base import BaseModelSerializer, FieldsBuiltOnce
 from storageops.validators import check_source_urls, folder_errors, validate_http_url
 
 
@@ -437,7 +437,7 @@ class ReadinessCheckSerializer(BaseModelSerializer):
         ]  # fmt: skip
 
 
-class TransferSerializer(serializers.ModelSerializer):
+class TransferSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
     class Meta:
         model = Transfer
         fields = [

@@ -6,7 +6,7 @@ from rest_framework import serializers
 from collectors import hosttest_series, references
 from collectors.choices import EventSource
 from collectors.models import Event, Host, HostTestResult, HostTestSeries, MetricSample
-from storageops.api.base import BaseModelSerializer
+from storageops.api.base import BaseModelSerializer, FieldsBuiltOnce
 
 
 class HostSerializer(BaseModelSerializer):
@@ -94,13 +94,13 @@ class EventSerializer(BaseModelSerializer):
         return log_event(data.pop("kind"), data.pop("summary"), source=EventSource.API, user=request.user, **data)
 
 
-class MetricSampleSerializer(serializers.ModelSerializer):
+class MetricSampleSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
     class Meta:
         model = MetricSample
         fields = ["host", "metric", "label", "time", "value"]
 
 
-class HostTestResultSerializer(serializers.ModelSerializer):
+class HostTestResultSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
     class Meta:
         model = HostTestResult
         fields = ["index", "time", "seconds", "write_bps", "read_bps", "direct_read_bps", "iops", "lat_p50_ms",
@@ -109,7 +109,7 @@ class HostTestResultSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
-class HostTestSeriesSerializer(serializers.ModelSerializer):
+class HostTestSeriesSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
     """A series as stored; its results in order on its own page (?results=0 leaves them out), never in lists."""
 
     host = serializers.SlugRelatedField(slug_field="name", read_only=True)
