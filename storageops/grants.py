@@ -25,6 +25,8 @@ from django.contrib.auth.backends import ModelBackend
 from django.contrib.auth.models import Group, Permission
 from django.db.models import Q
 
+from storageops import row_lookups
+
 
 @dataclass(frozen=True)
 class Grants:
@@ -83,7 +85,12 @@ def forget(**_kwargs) -> None:
 
 
 class CachedModelBackend(ModelBackend):
-    """Django's ModelBackend, its permissions read through of_user()."""
+    """Django's ModelBackend, its permissions read through of_user() and the session's user
+    found by a statement made once (storageops.row_lookups), not compiled on every page."""
+
+    def get_user(self, user_id):
+        user = row_lookups.user_by_pk(user_id)
+        return user if user is not None and self.user_can_authenticate(user) else None
 
     def get_all_permissions(self, user_obj, obj=None):
         if not user_obj.is_active or user_obj.is_anonymous or obj is not None or user_obj.is_superuser:

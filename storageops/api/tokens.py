@@ -14,7 +14,7 @@ from datetime import datetime
 from django.core.exceptions import ValidationError
 from django.utils import timezone
 
-from storageops import grants, roles
+from storageops import grants, roles, row_lookups
 from storageops.models import APIToken
 
 PREFIX_LENGTH = 8
@@ -54,7 +54,7 @@ def create_token(user, name: str, role: str, expires_at: datetime | None = None)
 
 def resolve(secret: str) -> APIToken | None:
     """The live token for a presented secret, or None (unknown, revoked or expired)."""
-    token = APIToken.objects.select_related("user").filter(prefix=secret[:PREFIX_LENGTH]).first()
+    token = row_lookups.token_by_prefix(secret[:PREFIX_LENGTH])
     if token is None or not hmac.compare_digest(token.key_hash, _hash(secret)):
         return None
     now = timezone.now()

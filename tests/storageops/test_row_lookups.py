@@ -1,0 +1,55 @@
+"""The per-request lookups made by SQL built once: the same models the ORM makes, and the same
+refusals (unknown token, revoked token, inactive user, a session holding garbage)."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth.models import Group, User
+from django.utils import timezone
+
+from storageops import row_lookups
+from storageops.api import tokens
+from storageops.grants import CachedModelBackend
+from storageops.models import APIToken
+
+pytestmark = pytest.mark.django_db
+
+
+def _fields(obj) -> list:
+    return [getattr(obj, f.attname) for f in obj._meta.concrete_fields]
+
+
+@pytest.fixture
+def operator() -> User:
+    user = User.objects.create_user("olga", password="x" * 12, email="o@example.org")
+    user.groups.add(Group.objects.get_or_create(name="operator")[0])
+    return user
+
+
+def test_token_and_user_are_what_the_orm_reads(operator):
+    token, secret = tokens.create_token(operator, "ansible", "viewer")
+    found = row_lookups.token_by_prefix(token.prefix)
+    orm = APIToken.objects.select_related("user").get(prefix=token.prefix)
+    assert _fields(found) == _fields(orm) and _fields(found.user) == _fields(orm.user)
+    assert not found._state.adding and found._state.db == orm._state.db
+    assert tokens.resolve(secret).pk == token.pk
+    assert row_lookups.token_by_prefix("nothere0") is None
+    assert tokens.resolve("nothere0" + secret[8:]) is None
+    tokens.revoke(token)
+    assert tokens.resolve(secret) is None
+
+
+def test_a_token_of_a_user_made_inactive_is_refused(operator):
+    _, secret = tokens.create_token(operator, "cron", "viewer")
+    User.objects.filter(pk=operator.pk).update(is_active=False)
+    assert tokens.resolve(secret) is None
+
+
+def test_the_session_user_is_found_and_refused_as_modelbackend_does(operator):
+    backend = CachedModelBackend()
+    assert _fields(backend.get_user(operator.pk)) == _fields(User.objects.get(pk=operator.pk))
+    assert backend.get_user(str(operator.pk)).pk == operator.pk  # sessions keep the key as text
+    assert backend.get_user(operator.pk + 1000) is None
+    assert backend.get_user("not-a-number") is None
+    User.objects.filter(pk=operator.pk).update(is_active=False, last_login=timezone.now())
+    assert backend.get_user(operator.pk) is None
