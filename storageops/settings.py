@@ -143,6 +143,8 @@ if DEBUG:
     STORAGES["staticfiles"] = {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"}
 
 SESSION_COOKIE_HTTPONLY = True
+# Django's database sessions, each page's lookup by a statement made once (storageops.row_lookups).
+SESSION_ENGINE = "storageops.row_lookups"
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
 

@@ -53,3 +53,15 @@ def test_the_session_user_is_found_and_refused_as_modelbackend_does(operator):
     assert backend.get_user("not-a-number") is None
     User.objects.filter(pk=operator.pk).update(is_active=False, last_login=timezone.now())
     assert backend.get_user(operator.pk) is None
+
+
+def test_a_page_reads_its_session_and_an_expired_one_signs_out(client, operator):
+    from datetime import timedelta
+
+    from django.contrib.sessions.models import Session
+
+    client.force_login(operator)
+    assert client.get("/campaigns/runs/").status_code == 200
+    Session.objects.update(expire_date=timezone.now() - timedelta(seconds=1))
+    response = client.get("/campaigns/runs/")
+    assert response.status_code == 302 and "/login" in response["Location"]
