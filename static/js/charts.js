@@ -370,6 +370,11 @@
     return {
       type: log ? "logarithmic" : "linear",
       title: { display: true, text: "concurrency (copies at once)" },
+      // The range holds the targets as well as the points: a step of 4 that ran at 0.3 is drawn
+      // at 0.3 with ×4 still on the axis. Ticks outside the data's own range had Chart.js squeeze
+      // the plot into a sliver beside them.
+      suggestedMin: ticks.length ? ticks[0] : undefined,
+      suggestedMax: ticks.length ? ticks[ticks.length - 1] : undefined,
       afterBuildTicks: function (axis) {
         if (ticks.length) axis.ticks = ticks.map(function (v) { return { value: v }; });
       },

@@ -70,6 +70,12 @@ def test_the_report_opens_offline_with_the_dashboards_charts(page, browser, live
     drawn = {name: _datasets(page, name) for name in DRAWN}
     for name in DRAWN:
         assert _painted(page, name) > 2000, name
+    # The steps are drawn at what they achieved, and the axis still holds their targets (a step
+    # far below its target once squeezed the plot into a sliver beside ticks out of range).
+    lo, hi = page.evaluate("""() => { const s = document.querySelector('canvas[data-chart="steps"]')._chart.scales.x;
+                                      return [s.min, s.max]; }""")
+    points = drawn["steps"][0]["data"]
+    assert lo <= min(p["x"] for p in points) and hi >= max(p["target"] for p in points) >= max(p["x"] for p in points)
     # Charts without data say so, as on the page, instead of failing.
     assert "No sample from the doors' collectors" in page.inner_text('figure:has(canvas[data-chart="door-load"])')
     assert refused == [] and page.js_errors == []
