@@ -331,8 +331,10 @@ def sample_stacks(pids: list[int], seconds: float, out: Path) -> list[subprocess
     if not spy.exists():
         return []
     out.mkdir(parents=True, exist_ok=True)
-    # GIL samples only: where the workers' CPU goes, not where they wait.
-    argv = [str(spy), "record", "--gil", "-r", "100", "-d", str(int(seconds)), "-f", "raw"]
+    # GIL samples only: where the workers' CPU goes, not where they wait. BENCH_PY_SPY=all samples
+    # every running thread instead (waits in the driver included); it costs the machine more.
+    only_gil = ["--gil"] if os.environ.get("BENCH_PY_SPY") != "all" else []
+    argv = [str(spy), "record", *only_gil, "-r", "100", "-d", str(int(seconds)), "-f", "raw"]
     return [
         subprocess.Popen(
             [*argv, "-o", str(out / f"{pid}.txt"), "-p", str(pid)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
