@@ -51,6 +51,7 @@ from devsite.processes import (
     guard_group,
     is_alive,
     release_group,
+    session_members,
     signal_session,
     start_time,
 )
@@ -374,6 +375,16 @@ def _stop_pid(pid: int, sig: int, grace: float = 15.0) -> None:
     if is_alive(pid, started):
         signal_session(pid, signal.SIGKILL)
         while is_alive(pid, started):
+            time.sleep(0.05)
+    # The rest of its session (a postmaster's backends and helpers notice its death a moment
+    # later, seconds on a loaded machine): gone too before this returns, so that stopped means
+    # nothing of it is left, not only its leader.
+    deadline = time.monotonic() + grace
+    while session_members(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if session_members(pid):
+        signal_session(pid, signal.SIGKILL)
+        while session_members(pid) and time.monotonic() < deadline + grace:
             time.sleep(0.05)
 
 
