@@ -39,7 +39,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -265,8 +265,12 @@ class PidFile:
     parent: int
 
     @classmethod
-    def record(cls, path: Path, name: str, pid: int) -> PidFile:
-        record = cls(name, pid, start_time(pid) or 0, cmdline(pid), os.getpid())
+    def record(cls, path: Path, name: str, pid: int, argv: Sequence[str] | None = None) -> PidFile:
+        """``argv``: what a child was started with. Its /proc command line cannot be read for it
+        right after Popen: that is setpriv's until its exec, and empty while the exec is under way
+        (in three reads of four here), and a record holding that would call the child gone."""
+        seen = program_argv(list(argv)) if argv is not None else cmdline(pid)
+        record = cls(name, pid, start_time(pid) or 0, seen, os.getpid())
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(asdict(record)) + "\n")

@@ -167,7 +167,7 @@ class _Service:
                     close_fds=True,
                 )
             guard_group(self.proc.pid)
-            PidFile.record(self.pid_path, self.name, self.proc.pid)
+            PidFile.record(self.pid_path, self.name, self.proc.pid, self.proc.args)
             deadline = time.monotonic() + timeout
             while time.monotonic() < deadline:
                 if self.proc.poll() is not None:

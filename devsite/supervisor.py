@@ -117,7 +117,7 @@ class Supervisor:
 
     def _record(self, name: str, proc: subprocess.Popen) -> None:
         if self.pid_dir is not None:
-            PidFile.record(self.pid_dir / f"{name}.pid", name, proc.pid)
+            PidFile.record(self.pid_dir / f"{name}.pid", name, proc.pid, proc.args)
 
     def tend(self, now: float | None = None) -> None:
         """Notice the children that died and restart those whose back-off is over; call often.

@@ -22,7 +22,16 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, call_command
 
-from devsite.processes import PidFile, cmdline, descendants, is_alive, start_time, stop_children_on_signals
+from devsite.processes import (
+    PidFile,
+    cmdline,
+    descendants,
+    dying_with_parent,
+    is_alive,
+    start_time,
+    stop_children_on_signals,
+)
+from devsite.services import service_account
 from devsite.supervisor import SELF, Leftovers
 from tests.support.processes import PYTHON, ROOT
 
@@ -209,6 +218,34 @@ def test_leftovers_of_a_crashed_runsite_are_found_and_stopped_by_group(tmp_path)
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
+
+
+def test_a_child_recorded_as_soon_as_it_is_started_is_recognised_as_running(tmp_path):
+    """Services and the supervisor record a child straight after Popen, while setpriv is still
+    exec'ing the program and /proc shows an empty command line (three reads of four here): the
+    record holds the argv it was started with, or the next start calls it gone and leaves it
+    running (a redis an earlier launcher left, seen in CI)."""
+    account = service_account()
+    for attempt in range(40):
+        child = subprocess.Popen(
+            dying_with_parent(["/bin/sleep", "300"], account=account),
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        try:
+            PidFile.record(tmp_path / "child.pid", "child", child.pid, child.args)
+            # Found later, as the next start finds it: once the program runs.
+            deadline = time.monotonic() + 30
+            while cmdline(child.pid) != ["/bin/sleep", "300"]:
+                assert time.monotonic() < deadline, cmdline(child.pid)
+                time.sleep(0.01)
+            leftovers = Leftovers.find(tmp_path)
+            assert [r.name for r in leftovers.running] == ["child"], (attempt, leftovers)
+            assert leftovers.running[0].argv == ["/bin/sleep", "300"]
+        finally:
+            child.kill()
+            child.wait()
+    assert [r.name for r in Leftovers.find(tmp_path).gone] == ["child"], "dead, it is gone"
 
 
 def test_runsite_refuses_a_port_held_by_something_else(tmp_path, settings):
