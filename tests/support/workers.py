@@ -12,7 +12,7 @@ from django.db import connection
 from tests.support.processes import PYTHON, ROOT, ManagedProcess
 
 
-def test_database_url() -> str:
+def pytest_database_url() -> str:
     """The URL of the database pytest-django created, for child processes."""
     s = connection.settings_dict
     host = s.get("HOST") or "127.0.0.1"
@@ -30,7 +30,7 @@ def child_env(**overrides: str) -> dict[str, str]:
     env.update(
         {
             "DJANGO_SETTINGS_MODULE": "storageops.settings",
-            "DATABASE_URL": test_database_url(),
+            "DATABASE_URL": pytest_database_url(),
             "GFAL_PYTHONBIN": "/usr/bin/python3",
             "PYTHONUNBUFFERED": "1",
             # A crash in native code (gfal2, XRootD's client) prints every thread's stack.

@@ -31,7 +31,7 @@ from tests.campaigns.runs.test_real_transfers import adler32
 from tests.support.factories import campaign, endpoint, mock_campaign
 from tests.support.netns import ClientNet, client_network, subnet
 from tests.support.processes import PYTHON, ROOT, ManagedProcess
-from tests.support.workers import celery_worker, child_env, test_database_url
+from tests.support.workers import celery_worker, child_env, pytest_database_url
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -65,7 +65,7 @@ def on_bridge(url: str, net: ClientNet) -> str:
 
 @pytest.fixture
 def client_net(log_dir):
-    database, broker = urlsplit(test_database_url()), urlsplit(settings.CELERY_BROKER_URL)
+    database, broker = urlsplit(pytest_database_url()), urlsplit(settings.CELERY_BROKER_URL)
     with client_network(list(CLIENTS), [database.port or 5432, broker.port or 6379], log_dir) as net:
         yield net
 
@@ -75,7 +75,7 @@ def pool_processes(log_dir, client_net):
     """The three clients, each in its namespace, and a worker to drive, all ready."""
     for name in CLIENTS:
         Host.objects.create(name=name, role="client", address=client_net.addresses[name])
-    env = child_env(DATABASE_URL=on_bridge(test_database_url(), client_net),
+    env = child_env(DATABASE_URL=on_bridge(pytest_database_url(), client_net),
                     CELERY_BROKER_URL=on_bridge(settings.CELERY_BROKER_URL, client_net))  # fmt: skip
     clients = {
         name: ManagedProcess(
