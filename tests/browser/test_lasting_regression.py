@@ -10,8 +10,10 @@ at the old speed, judged again, is "improved".
 
 As in test_regression_watch, the worker gets the very message beat sends for a due start
 (campaigns.scheduled_start with its due time) as soon as the previous run ended: fourteen runs
-of a one-minute schedule take four minutes, not fourteen. Small files (12 x 8 MiB, concurrency 2)
-keep the slowed runs short: the throttle, not the volume, makes the figure.
+of a one-minute schedule take five minutes, not fourteen. Small files (12 x 8 MiB, concurrency 2)
+keep the slowed runs short. The quiet throttle (8 MB/s) is well under what the door and the worker
+move on a loaded machine (15-19 MB/s at 16 MB/s, under two CPU hogs): the throttle, not the
+machine's load, makes every night's figure, as it does the slowed nights' (4.06-4.14 MB/s).
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 SIZE = 8 * 1024 * 1024
 FILES = 12
-RATE = 16_000_000
+RATE = 8_000_000
 SLOWED_RATE = 4_000_000
 QUIET, SLOWED, BACK = 6, 5, 3  # six quiet nights, as test_regression_watch: fewer make bands wide
 
