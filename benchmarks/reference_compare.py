@@ -401,8 +401,12 @@ def db_counters(db_url: str) -> dict[str, int]:
     return {"transactions": row[0], "rows returned": row[1], "rows fetched": row[2], "connections opened": row[3]}
 
 
-def load(site: Site, seconds: float, clients: int) -> dict:
-    """Twenty closed-loop clients against `site`'s live demo run; the figures of the window."""
+def load(site: Site, seconds: float, clients: int, mix: str = "all") -> dict:
+    """Twenty closed-loop clients against `site`'s live demo run; the figures of the window.
+
+    `mix`: "all" (half API clients, half browser sessions), or the start of one request kind's
+    label ("partial", "page", "API runs", …): every client asks only that, so the web CPU of one
+    kind can be set beside the reference's."""
     people = in_tree(site.tree, _SETUP, site.env, BENCH_SESSIONS=str(clients), BENCH_TOKENS=str(clients))
     live = in_tree(site.tree, _LIVE_RUN, site.env, BENCH_WAIT="240")
     if live["state"] != "running":
@@ -429,8 +433,20 @@ def load(site: Site, seconds: float, clients: int) -> dict:
     start = time.monotonic() + 1.0
     until = start + seconds
     procs = []
+    kinds = [(entry, True) for entry in api] + [(entry, False) for entry in browser[:2]]
+    only = [(entry, is_api) for entry, is_api in kinds if entry[0].startswith(mix)] if mix != "all" else []
+    if mix != "all" and not only:
+        raise SystemExit(f"--mix {mix!r} names no request kind: {', '.join(e[0] for e, _ in kinds)}")
     for n in range(clients):
-        if n % 2 == 0:
+        if only:
+            (entry, is_api) = only[0]
+            plan = [entry]
+            headers = (
+                {"Authorization": f"Token {people['tokens'][n]}"}
+                if is_api
+                else {"Cookie": f"{people['cookie']}={people['sessions'][n]}"}
+            )
+        elif n % 2 == 0:
             plan, headers = (
                 api[n // 2 % len(api) :] + api[: n // 2 % len(api)],
                 {"Authorization": f"Token {people['tokens'][n]}"},
@@ -525,6 +541,10 @@ def main() -> None:
     parser.add_argument("--files", type=int, default=100_000)
     parser.add_argument("--only", choices=("reference", "working"), help="load: one of the two sites")
     parser.add_argument(
+        "--mix", default="all",
+        help="load: 'all', or the start of one request kind's label (partial, page, 'API runs', …) for every client",
+    )  # fmt: skip
+    parser.add_argument(
         "--working-env", action="append", default=[], metavar="NAME=VALUE",
         help="load: an environment variable for the working tree's site (e.g. STORAGEOPS_WEB_THREADS=1)",
     )  # fmt: skip
@@ -546,7 +566,7 @@ def main() -> None:
                 if args.only and label != args.only:
                     continue
                 with Site(tree, label, db, redis_db, working_env if label == "working" else None) as site:
-                    got[label] = load(site, args.seconds, args.clients)
+                    got[label] = load(site, args.seconds, args.clients, args.mix)
                 print_load(f"pair {pair + 1} {label}", got[label])
             if args.only:
                 continue
