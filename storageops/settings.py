@@ -69,7 +69,7 @@ MIDDLEWARE = [
     "storageops.access.RoleRequiredMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
-    *(["csp.middleware.CSPMiddleware"] if env_str("STORAGEOPS_CSP", "on") != "off" else []),
+    *(["storageops.csp_header.SitePolicyCSPMiddleware"] if env_str("STORAGEOPS_CSP", "on") != "off" else []),
 ]
 
 ROOT_URLCONF = "storageops.urls"
