@@ -23,10 +23,17 @@ workers = env_int("STORAGEOPS_WEB_WORKERS", _cores + 1, minimum=1)
 worker_class = env_str("STORAGEOPS_WEB_WORKER_CLASS", "gthread")
 threads = env_int("STORAGEOPS_WEB_THREADS", 2, minimum=1)
 # Pages poll every 2-5 s: a kept-alive connection saves a handshake on each.
-keepalive = 5
+keepalive = env_int("STORAGEOPS_WEB_KEEPALIVE", 5, minimum=0)
 timeout = env_int("STORAGEOPS_WEB_TIMEOUT", 60, minimum=1)
 graceful_timeout = env_int("STORAGEOPS_WEB_GRACEFUL_TIMEOUT", 30, minimum=1)
 # A process that slowly grows (a leak in a library) is replaced, never all at once.
 max_requests = 5000
 max_requests_jitter = 500
 accesslog = os.environ.get("STORAGEOPS_WEB_ACCESS_LOG", "-") or None  # "": no access log
+
+
+def post_worker_init(worker) -> None:
+    """The worker's app is loaded: import the views and freeze the start-up heap (storageops.warm)."""
+    from storageops.warm import warm_process
+
+    worker.log.info("warmed: %d start-up objects frozen out of the garbage collector", warm_process())

@@ -62,6 +62,9 @@ def test_runsite_serves_the_dashboard_real_doors_and_a_pool_then_stops(tmp_path,
         assert _get(f"{base}/login/")[0] == 200
 
         log = site.log_text()
+        # Each web process imported its views and froze its start-up heap before serving.
+        warmed = [int(n) for n in re.findall(r"warmed: (\d+) start-up objects frozen", log)]
+        assert len(warmed) >= 2 and min(warmed) > 50_000, log[-3000:]
         doors = re.findall(r"demo door (door\d): root://127\.0\.0\.1:(\d+)//data/demo", log)
         assert [d[0] for d in doors] == ["door1", "door2"], log[-3000:]
         for _, door_port in doors:
