@@ -70,7 +70,7 @@ def run_report(run: Run, user: Any) -> dict:
     """The template context of one run's report; `documents` are its charts' data, by the URL
     the charts name (charts.js reads them from the file instead of fetching)."""
     swept = [(axis, sweeps.AXIS_LABELS[axis]) for axis in RunSpec.of(run).swept_axes]
-    charts = chart_registry.run_page(run, swept)
+    charts = chart_registry.run_page(run.pk, swept)
     urls = {url: name for chart in charts for name, url in chart.sources}
     documents = {url: chart_registry.run_document(run, name) for url, name in urls.items()}
     events_url = next((url for url, name in urls.items() if name == "events"), None)

@@ -56,7 +56,10 @@ class RunDetailView(DetailView):
     model = Run
 
     def get_queryset(self):
-        return Run.objects.select_related("campaign", "retry_of", "baseline_chosen_by").prefetch_related("retries")
+        # The campaign is shown; the run it retries and its retries by id only (retry_ids), and
+        # who chose its baseline read only for a run someone chose for: joining the retried
+        # run's whole row and prefetching the retries cost a live run's page 0.6 ms for nothing.
+        return Run.objects.select_related("campaign")
 
     def get_context_data(self, **kwargs):
         context = super().get_context_data(**kwargs)
@@ -65,13 +68,16 @@ class RunDetailView(DetailView):
         context["result"] = readers.stored(self.object)
         context["byte_budget"] = readers.byte_budget(self.object)
         context["retryable"] = runs.retryable_count(self.object)
-        # A run that is no retry and has none (its retries are prefetched) has no chain to read.
-        chained = self.object.retry_of_id or self.object.retries.all()
+        context["retry_ids"] = list(
+            Run.objects.filter(retry_of_id=self.object.pk).order_by("pk").values_list("pk", flat=True)
+        )
+        # A run that is no retry and has none has no chain to read.
+        chained = self.object.retry_of_id or context["retry_ids"]
         context["chain"] = readers.retry_chain(self.object) if chained else None
         context["progress_html"] = mark_safe(_progress_html(self.object))  # noqa: S308 -- our own template's output
         context["target_rate_bps"] = verdicts.target_rate_bps(self.object)
         context["swept"] = [(axis, sweeps.AXIS_LABELS[axis]) for axis in RunSpec.of(self.object).swept_axes]
-        context["charts"] = chart_registry.run_page(self.object, context["swept"])
+        context["charts_html"] = chart_registry.run_page_html(self.object.pk, tuple(context["swept"]))
         context["engine_results_template"] = engine_registry.results_template(RunSpec.of(self.object).engine)
         context["client_rows"] = analysis.client_rows(self.object.summary or {})
         context["baseline"] = baseline_choice.standing(self.object)
