@@ -1,7 +1,8 @@
 """The lookups every request makes, by SQL made once per process.
 
-Each API request finds its token and its user, each page request its session and its user. The ORM
-compiled the same query anew every time: half of a 0.8 ms lookup (benchmarks/request_profile.py).
+Each API request finds its token and its user, each page request its session and its user, and
+every open run page polls its run's progress. The ORM compiled the same query anew every time:
+half of a 0.8 ms lookup (benchmarks/request_profile.py).
 Here the statement is made once from the models' own metadata, and each row becomes a model
 instance the way the ORM makes one (Model.from_db), so what callers get is unchanged.
 """
@@ -100,3 +101,33 @@ class SessionStore(DatabaseSessionStore):
             self._session_key = None  # as Django's: an unknown or expired key is dropped
             return None
         return _instance(self.model, row)
+
+
+@cache
+def _fields_sql(model: type[models.Model], names: tuple[str, ...]) -> tuple[str, tuple[models.Field, ...]]:
+    # In the model's own order: Model.from_db places the values it is given by that order.
+    wanted = {model._meta.get_field(name) for name in names}
+    fields = tuple(f for f in model._meta.concrete_fields if f in wanted)
+    quote = connection.ops.quote_name
+    return (
+        f"SELECT {', '.join(quote(f.column) for f in fields)} FROM {quote(model._meta.db_table)} "  # noqa: S608
+        f"WHERE {quote(model._meta.pk.column)} = %s",
+        fields,
+    )
+
+
+def some_fields(model: type[models.Model], pk: int, names: tuple[str, ...]) -> models.Model | None:
+    """The row of `pk` with only the fields `names` loaded (the others deferred, as ``.only()``
+    leaves them: each is read when first touched), or None when there is no such row."""
+    sql, fields = _fields_sql(model, names)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [pk])
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    # The ORM's own conversions of what the driver gives (JSON text, for one).
+    values = [
+        f.from_db_value(value, None, connection) if hasattr(f, "from_db_value") else value
+        for f, value in zip(fields, row, strict=True)
+    ]
+    return model.from_db(connection.alias, [f.attname for f in fields], values)

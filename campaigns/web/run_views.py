@@ -4,6 +4,7 @@ error messages and the transfers table (thin: campaigns.results.charts does the 
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 
 from django.contrib import messages
 from django.contrib.auth.decorators import permission_required
@@ -24,6 +25,7 @@ from campaigns.spec import RunSpec
 from campaigns.web import chart_registry, shared_partials
 from campaigns.web.filters import TransferFilter
 from campaigns.web.forms import BaselineChoiceForm
+from storageops import row_lookups
 
 TRANSFER_PAGE = 50
 
@@ -96,10 +98,14 @@ def transfer_filter_html() -> str:
     return mark_safe("".join(f"<label>{escape(f.label)} {f}</label>" for f in fields))  # noqa: S308 -- escaped, widgets
 
 
-def _progress_html(run: Run) -> str:
-    """The run's progress partial, shared by its viewers (campaigns.web.shared_partials)."""
+def _progress_html(run: Run, full: Callable[[], Run] | None = None) -> str:
+    """The run's progress partial, shared by its viewers (campaigns.web.shared_partials); `full`
+    gives the whole run to render from when `run` holds only the fields the sharing reads."""
 
     def rendered() -> str:
+        nonlocal run
+        if full is not None:
+            run = full()
         in_flight = readers.oldest_in_flight(run) if run.is_live else []
         # A live run's steps with the concurrency each achieved so far (its buckets, shared for 10 s).
         live_steps = readers.steps(run) if run.is_live else []
@@ -115,8 +121,12 @@ def run_progress(request: HttpRequest, pk: int) -> HttpResponse:
     Every viewer of a live run polls it every 2 s, and it reads the same for all of them (no
     user, form or permission in it): one rendering is shared by the viewers who ask while the
     run's own figures and the clock's second are unchanged (campaigns.web.shared_partials)."""
-    run = get_object_or_404(Run.objects.select_related("campaign"), pk=pk)
-    response = _htmx(HttpResponse(_progress_html(run)))
+    # Asked every 2 s by every viewer: the run's progress figures alone, by a statement made once,
+    # answer the viewers a rendering is shared with; the whole run is read only to render anew.
+    run = row_lookups.some_fields(Run, pk, ("id", *shared_partials.PROGRESS_FIELDS))
+    if run is None:
+        raise Http404("No such run.")
+    response = _htmx(HttpResponse(_progress_html(run, lambda: Run.objects.select_related("campaign").get(pk=pk))))
     if request.headers.get("HX-Request") and not run.is_live:
         # The run just ended while the page watched it: reload once for the result tables.
         response["HX-Refresh"] = "true"

@@ -20,7 +20,7 @@ from campaigns.models import Run
 SHARE_SECONDS = 2
 
 # What of the run the progress partial shows (and its HX-Refresh depends on).
-_PROGRESS_FIELDS = (
+PROGRESS_FIELDS = (
     "state", "stop_reason", "files_done", "files_failed", "files_skipped", "planned_files", "bytes_done",
     "planned_bytes", "active_transfers", "current_step", "current_concurrency", "throughput_bps", "eta_seconds",
     "stalled_since", "heartbeat_at", "started_at", "finished_at",
@@ -29,7 +29,7 @@ _PROGRESS_FIELDS = (
 
 def progress_key(run: Run, now: float | None = None) -> str:
     state = repr(
-        (*(getattr(run, name, None) for name in _PROGRESS_FIELDS), int(now if now is not None else time.time()))
+        (*(getattr(run, name, None) for name in PROGRESS_FIELDS), int(now if now is not None else time.time()))
     )
     return f"storageops:run:{run.pk}:progress:{hashlib.blake2b(state.encode(), digest_size=12).hexdigest()}"
 

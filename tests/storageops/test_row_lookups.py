@@ -65,3 +65,27 @@ def test_a_page_reads_its_session_and_an_expired_one_signs_out(client, operator)
     Session.objects.update(expire_date=timezone.now() - timedelta(seconds=1))
     response = client.get("/campaigns/runs/")
     assert response.status_code == 302 and "/login" in response["Location"]
+
+
+def test_some_fields_of_a_row_are_what_the_orm_reads_and_the_rest_deferred():
+    """Named out of the model's order, with a JSON field and times among them (the run page's
+    progress poll reads a run so)."""
+    from campaigns.models import Run
+    from campaigns.runs import create_run
+    from tests.support.factories import mock_campaign
+
+    run = create_run(mock_campaign("some-fields"), trigger="command")
+    Run.objects.filter(pk=run.pk).update(
+        state="running", files_done=7, throughput_bps=1.5e6, heartbeat_at=timezone.now(),
+        summary={"total": {"files_ok": 7, "note": "ünïcode"}},
+    )  # fmt: skip
+    names = ("summary", "heartbeat_at", "id", "files_done", "state", "throughput_bps", "campaign")
+    found = row_lookups.some_fields(Run, run.pk, names)
+    orm = Run.objects.get(pk=run.pk)
+    for name in names:
+        field = Run._meta.get_field(name)
+        assert getattr(found, field.attname) == getattr(orm, field.attname), name
+    assert found.summary == {"total": {"files_ok": 7, "note": "ünïcode"}}
+    assert "planned_files" in found.get_deferred_fields() and "summary" not in found.get_deferred_fields()
+    assert found.planned_files == orm.planned_files, "a deferred field is read when touched"
+    assert row_lookups.some_fields(Run, run.pk + 10_000, names) is None
