@@ -22,8 +22,14 @@ bind = env_str("STORAGEOPS_WEB_BIND", "0.0.0.0:8000")
 workers = env_int("STORAGEOPS_WEB_WORKERS", _cores + 1, minimum=1)
 worker_class = env_str("STORAGEOPS_WEB_WORKER_CLASS", "gthread")
 threads = env_int("STORAGEOPS_WEB_THREADS", 2, minimum=1)
-# Pages poll every 2-5 s: a kept-alive connection saves a handshake on each.
-keepalive = env_int("STORAGEOPS_WEB_KEEPALIVE", 5, minimum=0)
+# No keep-alive by default: each answer closes its connection, and the next request goes to the
+# process that takes it first, the least busy. A kept-alive connection stays with the process that
+# accepted it, and one Python process uses at most one core: twenty closed-loop clients shared
+# among three processes by the luck of their first connect left the site using 1-1.5 of the two
+# cores in two windows of three (0.98 / 1.38 / 1.11 of the reference's requests/s); without
+# keep-alive every window used both (docs/benchmarks.md). A connect on the site's own network costs
+# far less than that; a proxy in front (nginx) keeps the browsers' connections alive itself.
+keepalive = env_int("STORAGEOPS_WEB_KEEPALIVE", 0, minimum=0)
 timeout = env_int("STORAGEOPS_WEB_TIMEOUT", 60, minimum=1)
 graceful_timeout = env_int("STORAGEOPS_WEB_GRACEFUL_TIMEOUT", 30, minimum=1)
 # A process that slowly grows (a leak in a library) is replaced, never all at once.
