@@ -91,6 +91,9 @@ def test_a_killed_demo_door_comes_back_its_restart_is_logged_and_the_run_ends(tm
         restarts = Event.objects.filter(host__name="door2", kind="service_restart", source="collector")
         _wait(lambda: restarts.exclude(pk__in=before).exists(), 30, "the collector logs the restart", site)
         logged = time.monotonic() - killed
+        # runsite records the new pid once the door's start has returned (it answers, then its
+        # start checks the rest); the collector may see the new daemon before that.
+        _wait(lambda: "door2 restarted (pid " in site.log_text(), 30, "runsite records door2's new pid", site)
 
         new = json.loads((var_dir / "run" / "door2.pid").read_text())["pid"]
         assert new != old
