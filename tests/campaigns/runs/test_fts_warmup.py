@@ -27,8 +27,10 @@ PASS_SECONDS = 20.0
 MEASURE = 12
 # Each copy's length. Between a copy's end and the next one's start the slot is empty for a
 # scheduler pass and a poll (0.1-0.5 s on a loaded machine, as on a real FTS): with 3-s copies
-# that gap alone took a step of 4 to 3.5 once beside the whole suite; 6-s copies halve its share.
-COPY_SECONDS = 6
+# that gap alone took a step of 4 to 3.5 once beside the whole suite; 6-s copies halved its share,
+# and a suite beside a longer soak (2026-11-27) still took one to 3.55 (gaps of 0.7 s): 9-s copies
+# cut it by a third again. The target's tolerance stays 10 %.
+COPY_SECONDS = 9
 
 
 def test_a_sweep_1_2_4_under_a_20_s_optimizer_pass_measures_each_step_at_its_target(admin_user):
