@@ -58,6 +58,7 @@ def regression_body(run: Run, judgement: dict) -> str:
         lines.append(
             f"{f['label']}: {in_unit(f['value'], unit)}, band {in_unit(f['low'], unit)} – {in_unit(f['high'], unit)} "
             f"(median {in_unit(f['median'], unit)} of {f['n']} runs): {f['status']}"
+            + (f", {f['why']}" if f.get("why") else "")
         )
     if judgement.get("suspects"):
         lines += ["", "Changed since the last run within its band:"]

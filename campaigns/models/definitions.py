@@ -269,6 +269,13 @@ class Campaign(BaseModel):
         help_text="The rate the capacity projection sizes doors for, e.g. 40000000000 for a 40 Gb/s site "
         "link; empty uses STORAGEOPS_TARGET_RATE_BPS.",
     )
+    regression_threshold = models.PositiveSmallIntegerField(
+        "regression threshold (%)",
+        default=50,
+        validators=[MinValueValidator(10), MaxValueValidator(95)],
+        help_text="A run whose throughput (or a copy time) is this share of the median of its baseline runs worse "
+        "is regressed, however much those runs spread; the band is never wider.",
+    )
     cancel_grace = models.PositiveIntegerField(
         "cancel grace (s)",
         default=10,

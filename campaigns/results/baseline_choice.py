@@ -44,8 +44,8 @@ def standing(run: Run) -> dict:
         counted, why = False, f"it ended {run.state}"
     elif run.disturbed:
         counted, why = False, "a restart or config change of its scope fell in its window"
-    elif baselines.regressed_against(run, baselines.normal_from(run)):
-        counted, why = False, "it was judged regressed (an operator may include it, or accept it as the new normal)"
+    elif kept_out := baselines.kept_out_by_watch(run, baselines.normal_from(run)):
+        counted, why = False, kept_out
     else:
         counted, why = True, "it succeeded undisturbed"
     return {"counted": counted, "why": why, "choice": run.baseline_choice}

@@ -28,6 +28,16 @@ some figure is and none regressed, else within. Each figure says by how much (pe
 the median) and how sure (how many robust standard deviations from the median). The
 disturbing events of the run's scope since the newest baseline run are named as suspects.
 
+A noisy site (issue 49): with three to five runs whose spread is real (±19 % around 23 MB/s) the
+t-widened band reached down to 6 % of the median, and a run at -90 % was "within" and then joined
+the baseline, whose band no run could fail after it. So the band's half-width is capped at the
+campaign's regression threshold (default 50 % of the median, as MaDDash lets a site set one): a
+change beyond that share of the median is outside the band however wide the spread, a drop of
+throughput a regression. And a run the band held though it lies far below the baseline's robust
+level (FAR_SIGMAS robust standard deviations and at least FAR_MIN_CHANGE of the median, on the
+worse side) is kept out of later baselines like a regressed run: it cannot widen the band by
+itself. An operator includes it, or accepts it as the new normal, when it is the door's level.
+
 A baseline holds its level (issue 34): a run judged regressed is left out of later baselines
 (unless an operator includes it), else a lasting slowdown joins the history it is judged
 against, widens the band until it reads "within", and moves the suspects' window past the
@@ -49,7 +59,7 @@ from datetime import datetime
 from django.db.models import Q
 
 from campaigns.choices import BaselineChoice, ErrorCategory, RunState
-from campaigns.models import Run
+from campaigns.models import Campaign, Run
 from campaigns.results.comparison import parameters
 from campaigns.results.disturbance import touching
 from campaigns.results.scope import run_window
@@ -67,6 +77,9 @@ REL_FLOOR = 0.05
 ABS_RATE_FLOOR = 0.01
 SUSPECTS = 5
 P95_MIN_COPIES = 100
+DEFAULT_THRESHOLD = 0.5  # Campaign.regression_threshold's default, as a share of the median
+FAR_SIGMAS = 4.0
+FAR_MIN_CHANGE = 0.10
 
 
 @dataclass(frozen=True)
@@ -173,13 +186,30 @@ def normal_from(run: Run) -> Run | None:
 
 
 def regressed_against(candidate: Run, mark: Run | None) -> bool:
-    """Whether the candidate was judged regressed against the level now in force: a regressed run
-    stays out of later baselines, except one judged against a level since left behind (a run
-    after an accepted new normal that was told "regressed" against the old one)."""
+    """Whether the candidate was judged regressed against the level now in force."""
     judgement = (candidate.summary or {}).get("judgement") or {}
-    if judgement.get("status") != "regressed" or candidate.baseline_choice != BaselineChoice.AUTO:
-        return False  # an operator's include (or the new normal's own run) counts as chosen
-    return judgement.get("normal_from") == (mark.pk if mark else None)
+    return judgement.get("status") == "regressed" and kept_out_by_watch(candidate, mark) is not None
+
+
+def kept_out_by_watch(candidate: Run, mark: Run | None) -> str | None:
+    """Why the watch keeps the candidate out of later baselines by itself, or None: it was judged
+    regressed, or held by its band though far below its baseline's level (see the module's
+    docstring). Only against the level now in force: a run judged against a level since left
+    behind (one after an accepted new normal told "regressed" against the old one) is counted;
+    an operator's include (or the new normal's own run) counts as chosen."""
+    judgement = (candidate.summary or {}).get("judgement") or {}
+    if candidate.baseline_choice != BaselineChoice.AUTO or judgement.get("normal_from") != (mark.pk if mark else None):
+        return None
+    if judgement.get("status") == "regressed":
+        return "it was judged regressed (an operator may include it, or accept it as the new normal)"
+    far = judgement.get("far")
+    if far:
+        return (
+            f"its {far['label']} lay {abs(far['change']) * 100:.0f} % from its baseline's median, "
+            f"{far['sigmas']:.1f} σ, though the band of {far['n']} runs held it (an operator may include it, "
+            "or accept it as the new normal)"
+        )
+    return None
 
 
 def comparable_runs(run: Run, limit: int = BASELINE_RUNS) -> list[Run]:
@@ -197,7 +227,7 @@ def comparable_runs(run: Run, limit: int = BASELINE_RUNS) -> list[Run]:
     wanted = parameters(run)
     chosen = []
     for candidate in candidates[: limit * 5]:  # parameters differ rarely; a bounded look back
-        if parameters(candidate) == wanted and not regressed_against(candidate, mark):
+        if parameters(candidate) == wanted and kept_out_by_watch(candidate, mark) is None:
             chosen.append(candidate)
             if len(chosen) == limit:
                 break
@@ -209,24 +239,32 @@ def band_sigmas(n: int) -> float:
     return T_99.get(n - 1, 3.169 if n > 10 else T_99[2]) * math.sqrt(1 + 1 / n)
 
 
-BAND_METHOD = (
-    "median ± t99(n-1)·√(1+1/n)·σ, σ = max(1.4826·MAD, 1.2533·mean absolute deviation); "
-    "at least ±5 % of the median (±1 point for rates); never below 0"
-)
+def band_method(threshold: float = DEFAULT_THRESHOLD) -> str:
+    return (
+        "median ± t99(n-1)·√(1+1/n)·σ, σ = max(1.4826·MAD, 1.2533·mean absolute deviation); "
+        f"at least ±5 % of the median (±1 point for rates), at most ±{threshold * 100:.0f} % (the campaign's "
+        "regression threshold); never below 0"
+    )
 
 
-def band(values: list[float], is_rate: bool = False) -> dict:
+def band(values: list[float], is_rate: bool = False, threshold: float = DEFAULT_THRESHOLD) -> dict:
     median = statistics.median(values)
     deviations = [abs(v - median) for v in values]
     # The MAD collapses when half the runs tie (41, 41, 41 of five nights gave 0 and a band at
     # its floor); the mean absolute deviation does not, and one outlier moves it only by 1/n.
     sigma = max(MAD_TO_SIGMA * statistics.median(deviations), MEAN_AD_TO_SIGMA * statistics.fmean(deviations))
     floor = ABS_RATE_FLOOR if is_rate else REL_FLOOR * abs(median)
-    half = max(band_sigmas(len(values)) * sigma, floor)
+    spread = band_sigmas(len(values)) * sigma
+    half = max(spread, floor)
+    # A rate's median is often 0: a share of it caps nothing, so rates keep their spread.
+    capped = not is_rate and half > threshold * abs(median)
+    if capped:
+        half = threshold * abs(median)
     # Every figure judged is a rate, a time or a fraction: a lower edge under zero is a band no
     # run can fall out of downwards, so it says 0.
     return {"median": median, "sigma": sigma, "low": max(median - half, 0.0), "high": median + half,
-            "method": BAND_METHOD}  # fmt: skip
+            "capped": capped, "threshold": threshold, "spread_half": max(spread, floor),
+            "method": band_method(threshold)}  # fmt: skip
 
 
 def judge(run: Run, baseline: list[Run] | None = None, summary: dict | None = None) -> dict:
@@ -251,15 +289,20 @@ def judge(run: Run, baseline: list[Run] | None = None, summary: dict | None = No
             "headline": f"No baseline yet: {n} comparable run(s), {MIN_BASELINE_RUNS} needed.",
         }
     history = [figures_of(r.summary or {}) for r in baseline]
+    threshold = threshold_of(run)
     for key, (figure, value) in own.items():
         values = [h[key][1] for h in history if key in h]
         if len(values) < MIN_BASELINE_RUNS:
             continue
-        b = band(values, figure.is_rate)
+        b = band(values, figure.is_rate, threshold)
         judged["figures"].append(_judged(figure, value, b, len(values)))
     changed = [f for f in judged["figures"] if f["status"] != "within"]
     regressed = [f for f in changed if f["status"] == "regressed"]
     judged["status"] = "regressed" if regressed else ("improved" if changed else "within")
+    if not regressed:
+        judged["far"] = next(
+            ({k: f[k] for k in ("key", "label", "change", "sigmas", "n")} for f in judged["figures"] if f["far"]), None
+        )
     judged["backends"] = _by_backend(judged["figures"])
     episode = _open_regression(run, mark)
     if regressed and episode is not None:
@@ -274,6 +317,13 @@ def judge(run: Run, baseline: list[Run] | None = None, summary: dict | None = No
         judged["status"] = "recovered"
     judged["headline"] = _headline(judged, regressed or changed)
     return judged
+
+
+def threshold_of(run: Run) -> float:
+    """The campaign's regression threshold as a share of the median (a setting of the watch, read
+    when the run is judged, not frozen with the run's parameters)."""
+    percent = Campaign.objects.filter(pk=run.campaign_id).values_list("regression_threshold", flat=True).first()
+    return (percent or DEFAULT_THRESHOLD * 100) / 100
 
 
 def _open_regression(run: Run, mark: Run | None) -> dict | None:
@@ -315,12 +365,33 @@ def _by_backend(figures: list[dict]) -> dict[str, str]:
 def _judged(figure: Figure, value: float, b: dict, n: int) -> dict:
     outside = value < b["low"] or value > b["high"]
     up = value > b["median"]
-    status = "within" if not outside else ("improved" if up == figure.higher_is_better else "regressed")
+    worse = up != figure.higher_is_better and value != b["median"]
+    status = "within" if not outside else ("regressed" if worse else "improved")
     change = (value - b["median"]) / b["median"] if b["median"] else None
     sigmas = abs(value - b["median"]) / b["sigma"] if b["sigma"] else None
+    far = (
+        status == "within" and worse and not figure.is_rate and change is not None
+        and abs(change) >= FAR_MIN_CHANGE and (sigmas is None or sigmas >= FAR_SIGMAS)
+    )  # fmt: skip
     return {"key": figure.key, "label": figure.label, "value": value, **b, "n": n, "status": status,
             "change": change, "sigmas": sigmas, "higher_is_better": figure.higher_is_better,
-            "unit": figure.unit, "backend": figure.backend}  # fmt: skip
+            "unit": figure.unit, "backend": figure.backend, "far": far,
+            "why": _why(status, b, change, sigmas, far)}  # fmt: skip
+
+
+def _why(status: str, b: dict, change: float | None, sigmas: float | None, far: bool) -> str:
+    """The judgement of one figure in words that agree with its band and its σ."""
+    by = f"{sigmas:.1f} σ" if sigmas is not None else "no spread"
+    limit = f"{b['threshold'] * 100:.0f} %"
+    beyond = change is not None and abs(change) > b["threshold"]
+    held_by_spread = change is not None and abs(change * b["median"]) <= b.get("spread_half", 0)
+    if status != "within" and held_by_spread:
+        return f"beyond the {limit} threshold (only {by}: the spread of these runs alone would hold it)"
+    if status != "within":
+        return f"outside the band ({by}" + (f", and beyond the {limit} threshold)" if beyond else ")")
+    if far:
+        return f"inside the band, yet {by} from the median: kept out of later baselines"
+    return f"inside the band ({by})"
 
 
 def suspects(run: Run, since: datetime) -> list[dict]:

@@ -173,7 +173,7 @@ class CampaignForm(forms.ModelForm):
             "create_parent", "retries", "retry_delay", "concurrency_steps", "sweep", "step_seconds", "step_files",
             "step_barrier", "start_together", "max_bytes",
             "max_duration", "cancel_grace", "max_bytes_per_day", "max_bytes_per_week", "allow_overlap", "cleanup",
-            "target_rate_bps",
+            "target_rate_bps", "regression_threshold",
         ]  # fmt: skip
         widgets = {
             "description": forms.Textarea(attrs={"rows": 2}),
@@ -196,13 +196,17 @@ class CampaignForm(forms.ModelForm):
         # Each engine's options (engine_options), one field each, named <engine>_<option>.
         *((f"{e.label} (engine {e.label} only)", tuple(f"{e.name}_{n}" for n in e.options_form.base_fields))
           for e in engine_registry.registered() if e.options_form),
-        ("Verdict", ("target_rate_bps",)),
+        ("Verdict", ("target_rate_bps", "regression_threshold")),
     )  # fmt: skip
 
     source_urls_file = forms.FileField(
         label="or upload the URL list", required=False,
         help_text="A text file, one URL a line (at most 2 MB); it replaces the list above.",
     )  # fmt: skip
+
+    def clean_regression_threshold(self) -> int:
+        value = self.cleaned_data.get("regression_threshold")
+        return Campaign._meta.get_field("regression_threshold").get_default() if value is None else value
 
     def clean_source_urls_file(self) -> str | None:
         upload = self.cleaned_data.get("source_urls_file")
@@ -217,6 +221,8 @@ class CampaignForm(forms.ModelForm):
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
+        # Left empty (a script that never heard of the watch), the threshold is the model's default.
+        self.fields["regression_threshold"].required = False
         options = self.instance.engine_options or {}
         for name in _option_fields(self.instance.engine):
             self.initial.setdefault(name, options.get(name.partition("_")[2]))
