@@ -5,15 +5,19 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('campaigns', '0024_endpoint_url_path_rule'),
+        ("campaigns", "0024_endpoint_url_path_rule"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='campaign',
-            name='regression_threshold',
-            field=models.PositiveSmallIntegerField(default=50, help_text='A run whose throughput (or a copy time) is this share of the median of its baseline runs worse is regressed, however much those runs spread; the band is never wider.', validators=[django.core.validators.MinValueValidator(10), django.core.validators.MaxValueValidator(95)], verbose_name='regression threshold (%)'),
+            model_name="campaign",
+            name="regression_threshold",
+            field=models.PositiveSmallIntegerField(
+                default=50,
+                help_text="A run whose throughput (or a copy time) is this share of the median of its baseline runs worse is regressed, however much those runs spread; the band is never wider.",
+                validators=[django.core.validators.MinValueValidator(10), django.core.validators.MaxValueValidator(95)],
+                verbose_name="regression threshold (%)",
+            ),
         ),
     ]

@@ -380,7 +380,7 @@ def _judged(figure: Figure, value: float, b: dict, n: int) -> dict:
 
 
 def _why(status: str, b: dict, change: float | None, sigmas: float | None, far: bool) -> str:
-    """The judgement of one figure in words that agree with its band and its σ."""
+    """The judgement of one figure in words that agree with its band and its sigma."""
     by = f"{sigmas:.1f} σ" if sigmas is not None else "no spread"
     limit = f"{b['threshold'] * 100:.0f} %"
     beyond = change is not None and abs(change) > b["threshold"]

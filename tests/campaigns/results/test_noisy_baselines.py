@@ -79,7 +79,7 @@ def test_three_quiet_runs_are_enough_for_a_first_week():
 
 
 def test_a_slow_run_its_wide_band_held_stays_out_of_later_baselines():
-    # Two nights that agree and one 10 % off: a robust σ of 4 MB/s, a band of three runs wide
+    # Two nights that agree and one 10 % off: a robust sigma of 4 MB/s, a band of three runs wide
     # enough (t for 2 degrees of freedom) to hold a night 40 % slower.
     campaign, now, _ = quiet_then([100.0, 100.0, 90.0])
     slowish = finished(campaign, now, 60 * MB)
@@ -124,5 +124,5 @@ def test_the_judgement_table_says_why_each_figure_is_judged_so(client, viewer):
     judged(slow)
     client.force_login(viewer)
     page = client.get(slow.get_absolute_url()).content.decode()
-    assert "regressed: <span class=\"small\">outside the band (7.5 σ, and beyond the 50 % threshold)" in page
+    assert 'regressed: <span class="small">outside the band (7.5 σ, and beyond the 50 % threshold)' in page
     assert "never wider than the campaign's regression threshold (±50.0 %)" in page
