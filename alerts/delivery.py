@@ -17,7 +17,7 @@ from django.core.mail import send_mail
 from django.db.models import Q
 from django.utils import timezone
 
-from alerts.models import AlertKind, Delivery, Subscription, shown_url
+from alerts.models import AlertKind, Delivery, Subscription, shown_path, shown_url
 
 log = logging.getLogger(__name__)
 WEBHOOK_TIMEOUT = 10.0
@@ -90,11 +90,11 @@ def describe(delivery: Delivery) -> str:
 
 def _without_url(result: str, url: str) -> str:
     # A webhook's path or query is its secret, and requests names them in its errors; the
-    # outcome is shown to every viewer of the Alerts page, so only the host is kept.
+    # outcome is shown to every viewer of the Alerts page, so its secrets are masked there too.
     parts = urlsplit(url)
     hidden = parts.path + (f"?{parts.query}" if parts.query else "")
     result = result.replace(url, shown_url(url))
-    return result.replace(hidden, "/…") if len(hidden) > 1 else result
+    return result.replace(hidden, shown_path(url)) if len(hidden) > 1 else result
 
 
 def _channel(send_one) -> str:

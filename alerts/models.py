@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from urllib.parse import urlsplit
+import re
+from urllib.parse import parse_qsl, urlsplit
 
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
@@ -40,12 +41,31 @@ def validate_kinds(value: object) -> None:
         raise ValidationError(f"Give a non-empty list of: {', '.join(sorted(known))}.")
 
 
+# A path segment shown as it is: a plain word ("hooks", "storage-alerts"). Anything else (digits,
+# capitals, long runs: Mattermost's 26-character keys, Slack's T…/B…/token) may be the secret.
+_PLAIN_SEGMENT = re.compile(r"[a-z_-]{1,20}")
+
+
+def shown_path(url: str) -> str:
+    """The URL's path with every segment that may be a secret masked, and its query's values."""
+    parts = urlsplit(url)
+    path = "/".join(s if not s or _PLAIN_SEGMENT.fullmatch(s) else "…" for s in parts.path.split("/"))
+    query = "&".join(f"{name}=…" for name, _ in parse_qsl(parts.query, keep_blank_values=True))
+    return path + (f"?{query}" if query else "")
+
+
 def shown_url(url: str) -> str:
-    """scheme://host/…: a webhook's path and query are its secret (Mattermost's and Slack's are),
-    so pages and recorded errors keep only where it points."""
+    """scheme://host:port/path as the webhook was given, less its secrets: a webhook's key sits in
+    its path or query (Mattermost's and Slack's do), so pages and recorded errors mask those and
+    keep where it points (an operator with two hooks on one host tells them apart by port and
+    path). User and password are never shown."""
     parts = urlsplit(url)
     host = f"[{parts.hostname}]" if ":" in (parts.hostname or "") else parts.hostname
-    return f"{parts.scheme}://{host}/…"
+    try:
+        port = f":{parts.port}" if parts.port else ""
+    except ValueError:  # a port the validator would refuse: nothing of it is shown
+        port = ""
+    return f"{parts.scheme}://{host}{port}{shown_path(url)}"
 
 
 class Subscription(BaseModel):

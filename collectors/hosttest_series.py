@@ -68,7 +68,12 @@ def validate(params: dict) -> SeriesParams:
     """The only way from a request to a series; ValidationError on anything odd."""
     if not isinstance(params, dict):
         raise ValidationError("Host test parameters must be an object.")
-    test = hosttests.validate_params({k: v for k, v in params.items() if k not in _SERIES_KEYS})
+    test_params = {k: v for k, v in params.items() if k not in _SERIES_KEYS}
+    if test_params.get("tool") == "dd":
+        # A dd series writes each file and then reads it back: left unsaid, what it measures is
+        # the read (a warm-read series at a single test's default, rw=write, read nothing).
+        test_params.setdefault("rw", "read")
+    test = hosttests.validate_params(test_params)
     repeats = params.get("repeats", 1)
     if type(repeats) is not int or not 1 <= repeats <= MAX_REPEATS:
         raise ValidationError(f"repeats must be an integer between 1 and {MAX_REPEATS}, not {repeats!r}.")

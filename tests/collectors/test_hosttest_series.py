@@ -103,6 +103,19 @@ def test_cold_reads_are_flagged_cached_only_when_resident_and_warm_reads_with_th
     assert not list(test_dir.rglob("*.dd"))  # no file left behind
 
 
+def test_a_warm_dd_series_left_at_the_default_io_reads(test_dir):
+    """A warm-read series asked for with only what it changes (cold off) reads each file back; a
+    warm write series, asked for as such, writes only."""
+    host = Host.objects.create(name="warm-host")
+    common = {"tool": "dd", "size": "8M", "block_size": "1M", "repeats": 2, "cold": False}
+    warm = series(host, name="warm-default", **common)
+    assert warm.state == "succeeded", warm.error
+    assert hosttest_series.validate(common).test.rw == "read"
+    assert all(r.read_bps and r.resident_fraction == 1.0 for r in warm.results.all())
+    writes = series(host, name="warm-write", rw="write", **common)
+    assert all(r.write_bps and r.read_bps is None for r in writes.results.all())
+
+
 def test_fio_series_rows_carry_latency_percentiles_and_10M_blocks_are_accepted(test_dir):
     host = Host.objects.create(name="fio-host")
     done = series(host, tool="fio", name="fio10m", rw="write", size="20M", block_size="10M", repeats=2)
