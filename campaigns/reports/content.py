@@ -121,7 +121,8 @@ def history_report(campaign: Campaign, user: Any) -> dict:
     figure against the band it was judged with, the watch's standing, the latest run's set-up."""
     charts = chart_registry.campaign_page(campaign.pk)
     url = dict(charts[0].sources)["history"]
-    shown = history.campaign_history(campaign)
+    table = history.baseline_table(campaign)
+    shown = table["history"]
     # Keyed as charts.js asks: the figure encoded as encodeURIComponent encodes it.
     documents = {f"{url}?figure=throughput": shown}
     for choice in shown["figures"]:
@@ -137,8 +138,8 @@ def history_report(campaign: Campaign, user: Any) -> dict:
         "campaign": campaign,
         "charts": charts,
         "documents": documents,
-        "points": [{**p, "ended": datetime.fromtimestamp(p["x"] / 1000, UTC)} for p in shown["points"]],
-        "unit": shown["unit"],
+        "points": table["rows"],
+        "unit": table["unit"],
         "watch": history.watch(campaign),
         "frozen": frozen(latest) if latest else None,
         "latest": latest,

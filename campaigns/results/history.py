@@ -10,6 +10,8 @@ run left out of the baselines still happened.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from campaigns.choices import FINAL_RUN_STATES, RunState
 from campaigns.models import Campaign, Run
 from campaigns.results import baseline_choice
@@ -79,6 +81,7 @@ def campaign_history(campaign: Campaign, figure: str = "throughput", limit: int 
             "median": band["median"] if band else None,
             "counted": standing["counted"], "baseline_why": standing["why"],
             "ongoing_since": (judgement.get("ongoing") or {}).get("since"),
+            "suspect": _first_suspect(judgement),
         })  # fmt: skip
     return {
         "campaign": campaign.pk,
@@ -88,6 +91,22 @@ def campaign_history(campaign: Campaign, figure: str = "throughput", limit: int 
         "points": points,
         "events": _events(runs),
     }
+
+
+def _first_suspect(judgement: dict) -> str:
+    """The newest change a regression named, in the words of the run page's suspects list."""
+    first = (judgement.get("suspects") or [None])[0]
+    if not first:
+        return ""
+    return f"{first['time'][:16].replace('T', ' ')} {first['kind'].replace('_', ' ')} on {first['where']}"
+
+
+def baseline_table(campaign: Campaign, limit: int = HISTORY_RUNS) -> dict:
+    """Each ended run's throughput beside the band it was judged with, its judgement, whether later
+    baselines count it and why, and its suspect: the campaign page's and the history report's table."""
+    shown = campaign_history(campaign, "throughput", limit)
+    rows = [{**p, "ended": datetime.fromtimestamp(p["x"] / 1000, UTC)} for p in shown["points"]]
+    return {"rows": rows, "unit": shown["unit"], "history": shown}
 
 
 def watch(campaign: Campaign, recent: list[Run] | None = None, complete: bool = False) -> dict | None:

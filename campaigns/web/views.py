@@ -19,7 +19,7 @@ from campaigns import editing, readiness, runs
 from campaigns.dashboard import home_context
 from campaigns.models import Backend, Campaign, CampaignSchedule, Endpoint, ReadinessCheck, Run
 from campaigns.results import baseline_choice
-from campaigns.results.history import campaign_history
+from campaigns.results.history import baseline_table, campaign_history
 from campaigns.results.history import watch as history_watch
 from campaigns.runs import scheduling
 from campaigns.web import campaign_extras, chart_registry
@@ -46,6 +46,7 @@ class CampaignListView(ListView):
 
 #: Runs listed on a campaign's page, newest first.
 RECENT_RUNS = 50
+BASELINE_TABLE_RUNS = 20  # the latest ended runs beside their bands; the history report has them all
 
 
 class CampaignDetailView(DetailView):
@@ -64,6 +65,7 @@ class CampaignDetailView(DetailView):
         recent = self.object.recent_runs
         context["watch"] = history_watch(self.object, recent, complete=len(recent) < RECENT_RUNS)
         context["site_target_rate_bps"] = settings.STORAGEOPS_TARGET_RATE_BPS
+        context["baseline_table"] = baseline_table(self.object, limit=BASELINE_TABLE_RUNS)
         # "Accept as the new normal from run #N", offered among the runs listed (no more queries).
         context["accepted_normal"] = baseline_choice.accepted_among(recent)
         candidates = [r for r in recent if baseline_choice.can_start_a_baseline(r)]

@@ -126,3 +126,19 @@ def test_the_judgement_table_says_why_each_figure_is_judged_so(client, viewer):
     page = client.get(slow.get_absolute_url()).content.decode()
     assert 'regressed: <span class="small">outside the band (7.5 σ, and beyond the 50 % threshold)' in page
     assert "never wider than the campaign's regression threshold (±50.0 %)" in page
+
+
+def test_the_campaign_page_says_why_each_run_is_in_its_baselines_or_out(client, viewer):
+    campaign, now, quiet = quiet_then([23.0, 19.0, 27.5, 22.0, 24.5])
+    log_event("config_change", "door2 held to 2 % of a core", endpoint=campaign.destinations.first(),
+              time=now - timedelta(minutes=20))  # fmt: skip
+    slow = finished(campaign, now, 2.33 * MB)
+    judged(slow)
+    client.force_login(viewer)
+    page = client.get(campaign.get_absolute_url()).content.decode()
+    table = page[page.index('id="history-table"') :]
+    row = table[table.index(f'data-run="{slow.pk}"') :].split("</tr>")[0]
+    assert 'data-judged="regressed"' in row and "2.33 MB/s" in row and "11.5 MB/s – 34.5 MB/s" in row
+    assert "no: it was judged regressed" in row and "config change on noisy-dst" in row
+    quiet_row = table[table.index(f'data-run="{quiet[-1].pk}"') :].split("</tr>")[0]
+    assert "yes: it succeeded undisturbed" in quiet_row
