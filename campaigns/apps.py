@@ -58,11 +58,13 @@ def _register_with_lower_floors() -> None:
     code, campaigns fills their registries (NetBox's register_* idea)."""
     from campaigns.metrics import RunsCollector
     from campaigns.models import Backend, Campaign, Endpoint, FtsInstance, Run
-    from collectors import references
+    from campaigns.runs.live_hosts import involved_in_a_live_run
+    from collectors import live, references
     from storageops import changelog, metrics, retention
     from storageops.api import routes
 
     changelog.register(Backend, Endpoint, Campaign, FtsInstance)
+    live.register(involved_in_a_live_run)
     metrics.register("campaigns", RunsCollector())
     retention.register("campaigns", "campaigns.results.retention.apply_retention")
     for prefix, name in API_VIEWSETS.items():

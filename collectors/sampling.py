@@ -1,7 +1,8 @@
 """One collector tick on a storage host: system and process samples, watches, log patterns.
 
 ``HostCollector.tick()`` is the whole job and is what tests and the benchmark call;
-``CollectorLoop`` runs it every ``Host.sample_interval`` seconds in a thread of the collector
+``CollectorLoop`` runs it every ``Host.sample_interval`` seconds (every second while a run of the
+host is live: collectors.live) in a thread of the collector
 worker (see docs/collectors.md for why a thread rather than a self-rescheduling task).
 Rates come from the difference between this tick's counters and the previous tick's, which
 the collector keeps in memory: the first tick stores gauges only.
@@ -17,6 +18,7 @@ from dataclasses import dataclass, field
 from django.db import close_old_connections
 from django.utils import timezone
 
+from collectors import live
 from collectors.events import log_event
 from collectors.logtail import LogTailer, burst_threshold
 from collectors.models import Host, MetricSample
@@ -229,7 +231,7 @@ class CollectorLoop(threading.Thread):
             try:
                 close_old_connections()
                 host = Host.objects.get(name=self.host_name)
-                interval = float(host.sample_interval)
+                interval = live.interval_for(host)
                 # An operator who edits the host (new files, services, logs) gets a fresh
                 # collector; its first tick is a baseline again.
                 stamp = (host.watched_files, host.watched_services, host.log_files)
