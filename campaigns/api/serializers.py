@@ -240,6 +240,13 @@ class CampaignSerializer(BaseModelSerializer):
 
 class RunSerializer(BaseModelSerializer):
     campaign_name = serializers.CharField(source="campaign.name", read_only=True)
+    started_by = serializers.SlugRelatedField(
+        slug_field="username",
+        read_only=True,
+        allow_null=True,
+        help_text="The user who started the run: signed in on the web, or the owner of the API token; "
+        "null for a schedule or a command (started_by_name says which).",
+    )
     progress_percent = serializers.FloatField(read_only=True)
     verdict = serializers.SerializerMethodField(
         help_text="Knee, bottleneck and capacity, stored when the run finished; "
@@ -310,6 +317,8 @@ class RunSerializer(BaseModelSerializer):
             "campaign_name",
             "state",
             "trigger",
+            "started_by",
+            "started_by_name",
             "created",
             "started_at",
             "finished_at",

@@ -117,7 +117,7 @@ class CampaignScheduleViewSet(BaseViewSet):
 class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     """Runs: the list gives each run's state, counters and headlines; one run gives everything."""
 
-    queryset = Run.objects.select_related("campaign").prefetch_related("retries")
+    queryset = Run.objects.select_related("campaign", "started_by").prefetch_related("retries")
     serializer_class = RunSerializer
     permission_classes = [RolePermission]
     filterset_fields = ["campaign", "campaign__name", "state", "disturbed"]

@@ -16,7 +16,15 @@ class Run(models.Model):
     campaign = models.ForeignKey(Campaign, on_delete=models.PROTECT, related_name="runs")
     state = models.CharField(max_length=12, choices=choices.RunState.choices, default="pending", db_index=True)
     trigger = models.CharField(max_length=10, choices=choices.RunTrigger.choices, default="web")
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    # Who started the run: a signed-in operator or an API token's owner; none for a schedule or
+    # a command, which started_by_name names. The name stays when the user is deleted, and is
+    # as long as the event log's "Who" it is copied to (collectors.Event.who).
+    started_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    started_by_name = models.CharField(
+        max_length=150,
+        blank=True,
+        help_text="Who or what started the run: the user's name, the schedule, or the management command.",
+    )
     created = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)

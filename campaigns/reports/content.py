@@ -36,7 +36,8 @@ def public(mapping: dict[str, Any]) -> dict[str, Any]:
 
 
 def provenance(runs: list[Run], user: Any, now: datetime | None = None) -> dict:
-    """Who made the report, when, of which runs, with which StorageOps, at which site."""
+    """Who made the report, when, of which runs (and who started each), with which StorageOps,
+    at which site."""
     return {
         "version": full_version(),
         "site": settings.STORAGEOPS_SITE_NAME,
@@ -44,7 +45,7 @@ def provenance(runs: list[Run], user: Any, now: datetime | None = None) -> dict:
         "generated_by": user.get_username() if user is not None and user.is_authenticated else "",
         "runs": [
             {"id": r.pk, "campaign": r.campaign.name, "state": r.state, "started_at": r.started_at,
-             "finished_at": r.finished_at}
+             "finished_at": r.finished_at, "started_by": r.started_by_name}
             for r in runs
         ],
     }  # fmt: skip

@@ -19,12 +19,14 @@ from django.utils import timezone
 
 from campaigns.choices import RunState
 from campaigns.models import Run, Transfer, engine_registry
+from campaigns.results import readers
 from campaigns.results.finalize import finalize
 from campaigns.runs import cleanup, existing_sources, leases, steps, store, versions
 from campaigns.runs.engines.gfal2.executor import build_copier
 from campaigns.runs.executors import Executor
 from campaigns.runs.loop import LeaseLost, RunLoop
 from campaigns.runs.outages import retrying
+from campaigns.runs.outcome import NOT_NEEDED_REASON
 from campaigns.runs.planning import plan
 from campaigns.runs.sources import PreparationCancelled, PreparationFailed, PreparationStopped, create_sources
 from campaigns.runs.starting import current_state
@@ -66,7 +68,8 @@ class RunDriver:
     def drive(self) -> str:
         if not leases.acquire_lease(self.run_id, self.executor):
             return "busy"
-        run = Run.objects.select_related("campaign").get(pk=self.run_id)
+        # With who started it: its start event says so (_prepare).
+        run = Run.objects.select_related("campaign", "started_by").get(pk=self.run_id)
         try:
             if run.state == RunState.CANCELLING and not run.started_at:
                 self._finish(run, RunState.CANCELLED, "cancelled before start", {})
@@ -87,13 +90,12 @@ class RunDriver:
                 drive.run()
             finally:
                 self.engine.close()
-            state, reason = drive.outcome()
+            ending = drive.outcome()
             extras = self.engine.finish()
             problems = extras.pop("problems", [])
-            if problems:
-                reason = "; ".join([reason, *problems] if reason else problems)
-            self._finish(run, state, reason, extras)
-            return state
+            reason = "; ".join(filter(None, [ending.reason, *problems]))
+            self._finish(run, ending.state, reason, extras, not_needed=ending.not_needed)
+            return ending.state
         except LeaseLost:
             log.warning("run %s: lease lost to another driver; stopping", self.run_id)
             self._incident(run, f"Driver {self.executor} lost its lease on run {run} to another driver and stopped")
@@ -124,12 +126,24 @@ class RunDriver:
                 store.insert_plan(run.pk, plan(run.snapshot, run.pk), checksums)
             run.state = RunState.RUNNING
             run.started_at = timezone.now()
+            # Its first step is in force from its start, before the loop's first progress says so.
+            run.current_step, run.current_concurrency = 0, spec.points[0].concurrency
             Run.objects.filter(pk=run.pk, executor=self.executor).update(
-                state=run.state, started_at=run.started_at, versions=run.versions
+                state=run.state,
+                started_at=run.started_at,
+                versions=run.versions,
+                current_step=run.current_step,
+                current_concurrency=run.current_concurrency,
             )
         # A driver that died in its preparation is followed by another: one start on the record.
         if not Event.objects.filter(run_id=run.pk, kind=EventKind.RUN_START).exists():
-            log_event("run_start", f"Run {run} started ({run.planned_files} files)", run=run)
+            log_event(
+                "run_start",
+                f"Run {run} started ({run.planned_files} files)",
+                run=run,
+                user=run.started_by,
+                who=run.started_by_name,
+            )
 
     def _list_existing(self, run: Run) -> None:
         """Existing data: list it with its sizes and checksums from the storage, keep the listing
@@ -187,8 +201,12 @@ class RunDriver:
         self._incident(run, f"Run {run} resumed by driver {self.executor}: {said}")
 
     # -- endings --------------------------------------------------------------------------------
-    def _finish(self, run: Run, state: str, reason: str, extras: dict) -> None:
+    def _finish(self, run: Run, state: str, reason: str, extras: dict, *, not_needed: int = 0) -> None:
+        """End the run as `state`; `not_needed` of its transfers never tried were not needed (a
+        completed sweep of time-bounded steps): they say so, and its results count them."""
         now = timezone.now()
+        if not_needed:
+            extras = {**extras, readers.NOT_NEEDED: not_needed}
         deletes = RunSpec.of(run).cleanup == "delete"
         # Before the run is final, so no retry of it (which writes them again) reads them yet.
         sources = None
@@ -196,14 +214,16 @@ class RunDriver:
             renew = self._renewer()  # the run is not final yet: its lease must hold meanwhile
             sources = self._cleaning(run, lambda: cleanup.remove_sources(run, self.storage(run), renew))
         with transaction.atomic():
-            store.close_remaining(run.pk, reason)
+            store.close_remaining(run.pk, reason, not_needed=NOT_NEEDED_REASON if not_needed else "")
             steps.end_open_steps(run.pk, now)
         run.refresh_from_db()
         finalize(run, state=state, reason=reason, now=now, extras=extras)
+        counts = readers.file_counts(run)
         log_event(
             "run_end",
-            f"Run {run} {state}: {run.files_done} ok, {run.files_failed} failed, {run.files_skipped} skipped"
-            + (f", {run.files_cancelled} cancelled under way" if run.files_cancelled else "")
+            f"Run {run} {state}: {counts['ok']} ok, {counts['failed']} failed, {counts['skipped']} skipped"
+            + (f", {counts['not_needed']} not needed" if counts["not_needed"] else "")
+            + (f", {counts['cancelled']} cancelled under way" if counts["cancelled"] else "")
             + (f" ({reason})" if reason else ""),
             run=run,
         )

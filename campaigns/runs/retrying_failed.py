@@ -11,6 +11,8 @@ is retried once, and what its retry left is retried from the retry.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
@@ -20,6 +22,9 @@ from campaigns.runs.planning import planned_indices
 from campaigns.runs.starting import dispatch, new_run
 from campaigns.spec import RunSpec
 from collectors.events import log_event
+
+if TYPE_CHECKING:
+    from campaigns.runs.starting import AnyUser
 
 
 def retry_indices(run: Run) -> list[int]:
@@ -60,10 +65,11 @@ def retryable_count(run: Run) -> int:
     return 0 if refusal(run) else run.planned_files - run.files_done
 
 
-def retry_failed(run: Run, *, user=None, trigger: str) -> Run:
+def retry_failed(run: Run, *, user: AnyUser | None = None, by: str = "", trigger: str) -> Run:
     """Create, and dispatch once committed, a run of `run`'s campaign that re-drives exactly the
     transfers of `run` that did not succeed; ValidationError when `run` is live, was already
-    retried, lost its rows to retention, or has nothing to retry."""
+    retried, lost its rows to retention, or has nothing to retry. `user`, or else `by`, started
+    it (starting.starter_name)."""
     with transaction.atomic():
         # Under the old run's lock: two clicks at once make one retry, not two.
         run = Run.objects.select_for_update().select_related("campaign").get(pk=run.pk)
@@ -76,13 +82,14 @@ def retry_failed(run: Run, *, user=None, trigger: str) -> Run:
             **run.snapshot,
             "retry": {"of": run.pk, "indices": indices, "seed": previous.seed if previous else run.pk},
         }
-        retry = new_run(run.campaign, snapshot, user=user, trigger=trigger, retry_of=run)
+        retry = new_run(run.campaign, snapshot, user=user, by=by, trigger=trigger, retry_of=run)
         log_event(
             "note",
             f"Retry of run #{run.pk}: {len(indices)} transfers (run #{retry.pk})",
             source="operator" if user else "storageops",
             run=retry,
-            user=user if user and user.is_authenticated else None,
+            user=retry.started_by,
+            who=retry.started_by_name,
         )
         transaction.on_commit(lambda: dispatch(retry.pk))
     return retry

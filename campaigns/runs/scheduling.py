@@ -162,7 +162,8 @@ def _start(schedule: CampaignSchedule, *, due_at: datetime, now: datetime) -> De
                 overlap = guards.overlap_reason(campaign)
                 if overlap:
                     raise ValidationError(f"overlap: {overlap} (the campaign does not allow overlapping runs)")
-            run = runs.start_run(campaign, trigger="schedule")
+            # Which schedule, and what it said then: it may be edited or deleted after.
+            run = runs.start_run(campaign, by=f"schedule #{schedule.pk}: {schedule.describe()}", trigger="schedule")
             CampaignSchedule.objects.filter(pk=schedule.pk).update(runs_started=F("runs_started") + 1)
     except ValidationError as exc:
         return _record(schedule, "; ".join(exc.messages), due_at=due_at, now=now)

@@ -5,6 +5,9 @@ the rest under its lease.
 
 from __future__ import annotations
 
+import getpass
+from typing import TYPE_CHECKING
+
 from celery import current_app
 from django.core.exceptions import ValidationError
 from django.db import transaction
@@ -17,6 +20,12 @@ from campaigns.runs.budgets import tightest_budget
 from campaigns.runs.planning import campaign_snapshot, planned_totals
 from collectors.events import log_event
 from storageops.validators import folder_errors
+
+if TYPE_CHECKING:
+    from django.contrib.auth.base_user import AbstractBaseUser
+    from django.contrib.auth.models import AnonymousUser
+
+    AnyUser = AbstractBaseUser | AnonymousUser
 
 # Tasks are sent by name (each engine's registry entry names its drive task): the services
 # that start runs never import the task module, which imports the driver, which imports these.
@@ -38,16 +47,43 @@ def check_runnable(campaign: Campaign) -> None:
         raise ValidationError(errors)
 
 
-def create_run(campaign: Campaign, *, user=None, trigger: str = "web") -> Run:
+def starter_name(user: AnyUser | None = None, by: str = "") -> str:
+    """The words a run keeps for who started it: the user's name (a signed-in operator, an API
+    token's owner), else `by` (a schedule, a command). Words, so the run still says who after
+    the user or the schedule is deleted."""
+    name = user.get_username() if user is not None and user.is_authenticated else by
+    return name[: Run._meta.get_field("started_by_name").max_length]
+
+
+def command_starter(command: str) -> str:
+    """`by` for a run a management command starts: the command, and the shell login that ran
+    it when there is one (a container may have no name for its uid)."""
+    try:
+        login = getpass.getuser()
+    except (OSError, KeyError):
+        return f"manage.py {command}"
+    return f"manage.py {command} ({login})"
+
+
+def create_run(campaign: Campaign, *, user: AnyUser | None = None, by: str = "", trigger: str = "web") -> Run:
     """Freeze the campaign into a pending run (not yet dispatched)."""
     campaign.full_clean()
     check_runnable(campaign)
-    return new_run(campaign, campaign_snapshot(campaign), user=user, trigger=trigger)
+    return new_run(campaign, campaign_snapshot(campaign), user=user, by=by, trigger=trigger)
 
 
-def new_run(campaign: Campaign, snapshot: dict, *, user=None, trigger: str = "web", retry_of: Run | None = None) -> Run:
+def new_run(
+    campaign: Campaign,
+    snapshot: dict,
+    *,
+    user: AnyUser | None = None,
+    by: str = "",
+    trigger: str = "web",
+    retry_of: Run | None = None,
+) -> Run:
     """A pending run of `campaign` frozen as `snapshot`, with the byte budget any new run gets
-    now (create_run, and retry_failed with the snapshot of the run it retries)."""
+    now (create_run, and retry_failed with the snapshot of the run it retries). `user` started
+    it, or else `by` says what did (starter_name)."""
     snapshot = {key: value for key, value in snapshot.items() if key != "budget"}
     budget = tightest_budget(campaign)
     if budget is not None:
@@ -62,7 +98,8 @@ def new_run(campaign: Campaign, snapshot: dict, *, user=None, trigger: str = "we
     return Run.objects.create(
         campaign=campaign,
         trigger=trigger,
-        created_by=user if user and user.is_authenticated else None,
+        started_by=user if user and user.is_authenticated else None,
+        started_by_name=starter_name(user, by),
         snapshot=snapshot,
         planned_files=planned_files,
         planned_bytes=planned_bytes,
@@ -70,10 +107,10 @@ def new_run(campaign: Campaign, snapshot: dict, *, user=None, trigger: str = "we
     )
 
 
-def start_run(campaign: Campaign, *, user=None, trigger: str = "web") -> Run:
+def start_run(campaign: Campaign, *, user: AnyUser | None = None, by: str = "", trigger: str = "web") -> Run:
     """Create a run and hand it to a transfers worker once the transaction commits."""
     with transaction.atomic():
-        run = create_run(campaign, user=user, trigger=trigger)
+        run = create_run(campaign, user=user, by=by, trigger=trigger)
         transaction.on_commit(lambda: dispatch(run.pk))
     return run
 

@@ -26,7 +26,7 @@ class Command(run_campaign.Command):
         if old is None:
             raise CommandError(f"No run #{run_id}.")
         try:
-            run = runs.retry_failed(old, trigger="command")
+            run = runs.retry_failed(old, by=runs.command_starter("retry_failed"), trigger="command")
         except ValidationError as exc:
             raise CommandError("; ".join(exc.messages)) from None
         self.stdout.write(f"Run #{run.pk} queued: retry of run #{old.pk}, {run.planned_files} files, "

@@ -14,7 +14,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from campaigns import runs
 from campaigns.models import Campaign, Run
-from campaigns.results import concurrency
+from campaigns.results import concurrency, readers
 from storageops.units import human_bytes, human_duration, human_rate
 
 _BAR = 30
@@ -37,7 +37,7 @@ class Command(BaseCommand):
             known = ", ".join(Campaign.objects.values_list("name", flat=True)[:20]) or "none"
             raise CommandError(f"No campaign named {name!r} (known: {known})") from None
         try:
-            run = runs.start_run(campaign, trigger="command")
+            run = runs.start_run(campaign, by=runs.command_starter("run_campaign"), trigger="command")
         except ValidationError as exc:
             raise CommandError("; ".join(exc.messages)) from None
         self.stdout.write(f"Run #{run.pk} of {campaign.name} queued: {run.planned_files} files, "
@@ -87,11 +87,14 @@ class Command(BaseCommand):
 
     def _report(self, run: Run) -> None:
         total = run.summary.get("total", {})
+        counts = readers.file_counts(run)
         self.stdout.write(
-            # Cancelled (started, then stopped) apart from skipped (never started): not the same loss.
-            f"\nRun #{run.pk} {run.state}: {run.files_done} ok, {run.files_failed} failed, {run.files_cancelled} "
-            f"cancelled, {run.files_skipped} skipped; {human_bytes(run.bytes_done)} at "
-            f"{human_rate(total.get('throughput_bps'))} ({run.stop_reason})"
+            # Cancelled (started, then stopped) apart from skipped (never started): not the same loss;
+            # nor are the files of a time-bounded sweep's pool that no step needed.
+            f"\nRun #{run.pk} {run.state}: {counts['ok']} ok, {counts['failed']} failed, {counts['cancelled']} "
+            f"cancelled, {counts['skipped']} skipped"
+            + (f", {counts['not_needed']} not needed" if counts["not_needed"] else "")
+            + f"; {human_bytes(run.bytes_done)} at {human_rate(total.get('throughput_bps'))} ({run.stop_reason})"
         )
         header = (
             f"{'step':>4} {'conc':>5} {'achieved':>8} {'max':>4} {'':>10} {'ok':>7} {'failed':>7} {'window':>10} "

@@ -236,7 +236,7 @@ class Command(BaseCommand):
                     base,
                 )
             if not no_demo and not campaign.runs.exists():
-                run = runs.start_run(campaign, trigger="demo")
+                run = runs.start_run(campaign, by=runs.command_starter("runsite"), trigger="demo")
                 self._say(f"Demo run #{run.pk} of {campaign.name} queued.")
             self._say(
                 f"\nStorageOps is up: http://{bind}/  (log in as admin / {password})\n"
