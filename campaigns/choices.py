@@ -63,7 +63,8 @@ class RunState(models.TextChoices):
     RUNNING = "running", "Running"
     CANCELLING = "cancelling", "Cancelling"
     SUCCEEDED = "succeeded", "Succeeded"
-    # Finished with some planned transfers failed or never tried (a budget, a sweep's end).
+    # Finished short of what it needed: copies failed, files never tried (a budget) or a planned
+    # step that never ran. The pool a time-bounded sweep's steps never reached is no shortfall.
     PARTIAL = "partial", "Partial"
     FAILED = "failed", "Failed"
     CANCELLED = "cancelled", "Cancelled"

@@ -29,6 +29,9 @@ from campaigns.spec import DEFAULT_BYTE_BUDGET_LABEL, RunSpec
 from collectors.models import MetricSample
 
 LIVE_SHARE_SECONDS = 10
+# The results' count of transfers never tried that no step needed: the pool a completed sweep of
+# time-bounded steps did not reach (the driver adds it when the run ends; campaigns.runs.outcome).
+NOT_NEEDED = "not_needed"
 
 
 def stored(run: Run) -> dict | None:
@@ -49,6 +52,19 @@ def oldest_in_flight(run: Run, limit: int = 10) -> list[Transfer]:
     for row in rows:
         row.age_seconds = (now - row.started_at).total_seconds()
     return rows
+
+
+def file_counts(run: Run) -> dict[str, int]:
+    """How the run's planned transfers stand: ok, failed, skipped (never tried, and a shortfall),
+    not_needed (never tried, and no step needed them), cancelled (stopped under way)."""
+    not_needed = int((run.summary or {}).get(NOT_NEEDED) or 0)
+    return {
+        "ok": run.files_done,
+        "failed": run.files_failed,
+        "skipped": max(run.files_skipped - not_needed, 0),
+        "not_needed": not_needed,
+        "cancelled": run.files_cancelled,
+    }
 
 
 def summary(run: Run) -> dict:

@@ -25,7 +25,7 @@ from campaigns.models import Run
 from campaigns.runs import leases, steps, store
 from campaigns.runs.executors import Collected, Executor, ExecutorFailed
 from campaigns.runs.outages import retrying
-from campaigns.runs.outcome import failure_reason, run_outcome
+from campaigns.runs.outcome import failure_reason, run_outcome, steps_not_run_reason
 from campaigns.runs.starting import current_state
 from campaigns.spec import RunSpec
 from collectors.choices import EventKind
@@ -73,6 +73,15 @@ class Stop:
     @property
     def aborts(self) -> bool:
         return self.kind in (StopKind.CANCELLED, StopKind.FAILED)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    state: str
+    reason: str
+    # Transfers never tried that no step needed (a completed sweep of time-bounded steps): no
+    # shortfall, and closed as such.
+    not_needed: int = 0
 
 
 class RunLoop:
@@ -134,19 +143,56 @@ class RunLoop:
                     log.warning("run %s: %d copies not given back after abort", self.run_obj.pk, self.handed)
                     return
 
-    def outcome(self) -> tuple[str, str]:
+    def outcome(self) -> Outcome:
         stop = self.stop or Stop(StopKind.COMPLETED, "")
-        planned = self.run_obj.planned_files
+        run_id, planned = self.run_obj.pk, self.run_obj.planned_files
         # What is neither done nor failed now is closed as skipped once the outcome is decided.
         skipped = max(planned - self.done - self.failed, 0)
-        state = run_outcome(stop.state, planned, self.done, self.failed, skipped)
-        if state == RunState.FAILED and stop.state != RunState.FAILED:
+        if stop.aborts:
+            return Outcome(run_outcome(stop.state, planned, self.done, self.failed, skipped), stop.reason)
+        # Time-bounded steps take what their time allows from the pool: once the last one ended,
+        # the files never tried were not needed. One tried and waiting for its retry was.
+        sweep_done = stop.kind == StopKind.SWEPT and bool(self.spec.step_seconds)
+        not_needed = self._retrying(store.untried_count, run_id) if sweep_done and skipped else 0
+        points = self.spec.points
+        ran = self._retrying(steps.steps_run, run_id) if len(points) > 1 else {0}
+        not_run = [point.concurrency for index, point in enumerate(points) if index not in ran]
+        short = self._short_steps(ran) if not stop.aborts else []
+        state = run_outcome(
+            stop.state, planned, self.done, self.failed, skipped, not_needed=not_needed,
+            steps_not_run=len(not_run) + len(short),
+        )  # fmt: skip
+        reason = stop.reason
+        if state == RunState.FAILED:
             # Failed because nothing succeeded, though the sweep ran to its end: say what failed.
             # A budget that stopped it is still worth saying; "sweep completed" is not.
-            errors = store.error_counts(self.run_obj.pk)
+            errors = store.error_counts(run_id)
             ended = "" if stop.kind in (StopKind.COMPLETED, StopKind.SWEPT) else stop.reason
-            return state, failure_reason(planned, self.failed, skipped, errors, ended)
-        return state, stop.reason
+            reason = failure_reason(planned, self.failed, skipped, errors, ended)
+        elif not_run or short:
+            if stop.kind == StopKind.COMPLETED:
+                # "All planned transfers finished" beside a step that never ran said two things at once.
+                reason = "the planned files ran out before the sweep's last steps"
+            said = [steps_not_run_reason(not_run, len(points))] if not_run else []
+            said += [f"the step at concurrency {c} got {got} of its {want} files" for c, got, want in short]
+            reason = "; ".join(filter(None, [reason, *said]))
+        return Outcome(state, reason, not_needed)
+
+    def _short_steps(self, ran: set[int]) -> list[tuple[int, int, int]]:
+        """Steps bounded by files alone that ran with fewer files than they plan (the pool ran
+        out): (concurrency, files got, files planned). A time-bounded step takes what its time
+        allows, and is never short."""
+        spec = self.spec
+        if not spec.step_files or spec.step_seconds or len(spec.points) < 2:
+            return []
+        got = self._retrying(steps.files_per_step, self.run_obj.pk)
+        hook = getattr(self.engine, "step_files", None)
+        short = []
+        for index, point in enumerate(spec.points):
+            want = hook(index, spec.step_files, got.get(index, 0)) if hook else spec.step_files
+            if index in ran and got.get(index, 0) < want:
+                short.append((point.concurrency, got.get(index, 0), want))
+        return short
 
     def absorb(self, got: Collected) -> None:
         self.busy = bool(got)

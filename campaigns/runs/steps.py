@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.db import transaction
+from django.db.models import Count
 from django.utils import timezone
 
 from campaigns.choices import TransferState
@@ -42,6 +43,19 @@ def claimed_in_step(run_id: int, index: int) -> int:
     """Transfers a step has claimed so far. A requeued orphan keeps its step number but is
     claimed (and counted) again when it is retried, so queued rows do not count here."""
     return Transfer.objects.filter(run_id=run_id, step=index).exclude(state=TransferState.QUEUED).count()
+
+
+def steps_run(run_id: int) -> set[int]:
+    """The steps a copy of the run was tried in. A claim given back before its copy started was
+    no attempt (its row is queued again with no attempt made); a copy waiting for its retry was."""
+    tried = Transfer.objects.filter(run_id=run_id, step__isnull=False).exclude(state=TransferState.QUEUED, attempt=0)
+    return set(tried.values_list("step", flat=True).distinct())
+
+
+def files_per_step(run_id: int) -> dict[int, int]:
+    """How many of the run's transfers each step claimed (tried or still held)."""
+    rows = Transfer.objects.filter(run_id=run_id, step__isnull=False).values_list("step").annotate(n=Count("id"))
+    return dict(rows.order_by())
 
 
 def end_open_steps(run_id: int, now) -> None:

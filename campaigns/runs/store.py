@@ -295,10 +295,17 @@ def requeue_orphans(run_id: int) -> int:
         return cursor.rowcount
 
 
-def close_remaining(run_id: int, reason: str) -> int:
+def untried_count(run_id: int) -> int:
+    """Transfers still queued with no attempt made: no copy of them ever started."""
+    return Transfer.objects.filter(run_id=run_id, state=TransferState.QUEUED, attempt=0).count()
+
+
+def close_remaining(run_id: int, reason: str, *, not_needed: str = "") -> int:
     """Give every transfer not yet final its one final state: a copy under way (it has a start
     time) was stopped by the run's end, so it is cancelled, with the time it ran as its duration,
-    and joins its buckets; one that never started is skipped, whatever ended the run."""
+    and joins its buckets; one that never started is skipped, whatever ended the run. With
+    `not_needed` (a completed sweep of time-bounded steps), those never tried say so instead of
+    the run's stop reason: no step needed them."""
     now = timezone.now()
     with transaction.atomic():
         remaining = Transfer.objects.filter(run_id=run_id, state__in=[TransferState.QUEUED, TransferState.ACTIVE])
@@ -311,14 +318,20 @@ def close_remaining(run_id: int, reason: str) -> int:
             stopped, ["state", "error_category", "error_message", "finished_at", "duration"]
         )
         under_way = [row.pk for row in stopped]
-        skipped = remaining.filter(started_at__isnull=True).update(
-            state=TransferState.SKIPPED, error_category="", error_message=reason, finished_at=now, duration=None
-        )
+        unstarted = remaining.filter(started_at__isnull=True)
+        skipped = _skip(unstarted.filter(state=TransferState.QUEUED, attempt=0), not_needed, now) if not_needed else 0
+        skipped += _skip(unstarted, reason, now)
         Run.objects.filter(pk=run_id).update(
             files_skipped=F("files_skipped") + skipped, files_cancelled=F("files_cancelled") + cancelled
         )
         buckets.add_transfers(under_way)
     return cancelled + skipped
+
+
+def _skip(rows, message: str, now) -> int:
+    return rows.update(
+        state=TransferState.SKIPPED, error_category="", error_message=message, finished_at=now, duration=None
+    )
 
 
 def source_checksums(run_id: int) -> dict[int, str] | None:

@@ -37,6 +37,25 @@ def test_outcome(stop, planned, done, failed, skipped, expected):
     assert run_outcome(stop, planned, done, failed, skipped) == expected
 
 
+@pytest.mark.parametrize(
+    ("stop", "planned", "done", "failed", "skipped", "not_needed", "steps_not_run", "expected"),
+    [
+        # A completed sweep of time-bounded steps: the files no step reached are no shortfall.
+        (S, 200, 12, 0, 188, 188, 0, S),
+        # A failed copy is, and so is a file tried once and left waiting for its retry.
+        (S, 200, 11, 1, 188, 188, 0, P),
+        (S, 200, 11, 0, 189, 188, 0, P),
+        # A planned step that never ran is a shortfall, even with every file done.
+        (S, 4, 4, 0, 0, 0, 2, P),
+        (S, 200, 0, 0, 200, 200, 0, F),
+        (C, 200, 12, 0, 188, 188, 0, C),
+    ],
+)
+def test_outcome_of_a_sweep(stop, planned, done, failed, skipped, not_needed, steps_not_run, expected):
+    got = run_outcome(stop, planned, done, failed, skipped, not_needed=not_needed, steps_not_run=steps_not_run)
+    assert got == expected
+
+
 def test_partial_is_final_and_not_live():
     assert RunState.PARTIAL in FINAL_RUN_STATES
     assert RunState("partial").label == "Partial"

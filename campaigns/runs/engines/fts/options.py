@@ -38,9 +38,9 @@ class FtsOptionsForm(forms.Form):
     measure_files = forms.IntegerField(
         label="Files measured at the step's concurrency", min_value=0, max_value=100_000, required=False,
         help_text="FTS applies a step's link limit only at its optimizer's next pass (every 60 s by default): "
-        "a step goes on until this many of its files started after it first ran at its concurrency, "
-        "on top of those in flight then (its warm-up is left out of its figures). Empty or 0: steps of "
-        "step_files files, warm-up included. Needs steps bounded by files.",
+        "each step gets this many files more than step_files for that warm-up, exactly, and its figures "
+        "are read from when it first ran at its concurrency. Empty or 0: steps of step_files files, "
+        "warm-up included. Needs steps bounded by files.",
     )  # fmt: skip
 
     def as_options(self) -> dict:
