@@ -33,7 +33,7 @@ from django.utils import timezone
 
 from campaigns import readiness_lease as lease
 from campaigns.models import Endpoint, ReadinessCheck, ReadinessGrid
-from campaigns.readiness_probes import probe_url, remove_probes
+from campaigns.readiness_probes import REMOVED, close_unrun, left_words, probe_url, remove_probes, with_removal
 from campaigns.runs.engines.base import CopyJob, CopyOptions, EndpointCredentials
 from campaigns.runs.engines.gfal2.client import Gfal2Copier
 from campaigns.runs.engines.gfal2.deadline import Stopped, call_with_deadline
@@ -209,8 +209,11 @@ def run_check(check: ReadinessCheck, copier_factory: CopierFactory = Gfal2Copier
         check.refresh_from_db()
         return check
     check.steps = [asdict(s) for s in steps]
-    left = remove_probes(check, copier_factory, keepalive=lambda: lease.save(check.pk, executor))
-    state, summary = _outcome(steps, cancelled=watch.cancelled, crash=crash, left=left)
+    if crash:
+        check.steps = close_unrun(check.steps, "the check ended on a fault")
+    removal = remove_probes(check, copier_factory, keepalive=lambda: lease.save(check.pk, executor))
+    check.steps = with_removal(check.steps, removal)
+    state, summary = _outcome(steps, cancelled=watch.cancelled, crash=crash, removal=removal)
     lease.save(check.pk, executor, state=state, summary=summary, steps=check.steps, finished_at=timezone.now())
     lease.finished(check.pk)
     check.refresh_from_db()
@@ -255,16 +258,15 @@ def _summary(steps: list[Step], failed: list[Step]) -> str:
     return f"{passed} of {len(steps)} steps passed; first failure: {first.title}: {first.message}"
 
 
-def _outcome(steps: list[Step], *, cancelled: bool, crash: str, left: list[str]) -> tuple[str, str]:
-    """The check's final state and summary line."""
+def _outcome(steps: list[Step], *, cancelled: bool, crash: str, removal: dict[str, str]) -> tuple[str, str]:
+    """The check's final state and summary line; `removal` what became of the files it left."""
     State = ReadinessCheck.State
-    kept = f"; not removed: {'; '.join(left)}" if left else ""
+    kept = left_words(removal)
     if crash:
         return State.FAILED, f"failed: {crash}{kept}"[:300]
     if cancelled:
         done = sum(1 for s in steps if s.state == "passed")
-        removed = kept or "; its files removed"
-        return State.CANCELLED, f"Cancelled after {done} of {len(steps)} steps passed{removed}"[:300]
+        return State.CANCELLED, f"Cancelled after {done} of {len(steps)} steps passed{kept or REMOVED}"[:300]
     failed = [s for s in steps if s.state != "passed"]
     return (State.FAILED if failed else State.PASSED), (_summary(steps, failed) + kept)[:300]
 

@@ -20,6 +20,7 @@ from django.utils import timezone
 
 from campaigns.models import ReadinessCheck, ReadinessGrid
 from campaigns.models.readiness import FINISHED_STATES
+from campaigns.readiness_probes import BEING_REMOVED, close_unrun, left_behind
 from storageops import alerting
 
 State = ReadinessCheck.State
@@ -107,14 +108,17 @@ def _end_lost(check: ReadinessCheck, cutoff) -> bool:
         if s["state"] == "running" else s
         for s in check.steps
     ]  # fmt: skip
+    steps = close_unrun(steps, f"the check ended, {WORKER_LOST}")
     cancelled = check.cancel_requested_at is not None
     state = State.CANCELLED if cancelled else State.FAILED
-    summary = f"{'cancelled' if cancelled else 'failed'}: {WORKER_LOST} ({said}); its files are being removed"
+    # Said until the removal sent below records what became of them (readiness_probes).
+    removing = BEING_REMOVED if left_behind(steps) else ""
+    summary = f"{'cancelled' if cancelled else 'failed'}: {WORKER_LOST} ({said})"[: 300 - len(removing)] + removing
     now = timezone.now()
     taken = (
         ReadinessCheck.objects.filter(pk=check.pk, state=State.RUNNING, executor=check.executor)
         .filter(Q(heartbeat_at__lt=cutoff) | Q(heartbeat_at__isnull=True))
-        .update(state=state, steps=steps, summary=summary[:300], finished_at=now, last_updated=now)
+        .update(state=state, steps=steps, summary=summary, finished_at=now, last_updated=now)
     )
     if taken:
         finished(check.pk)

@@ -11,6 +11,8 @@ from __future__ import annotations
 import errno
 from collections.abc import Callable
 
+from django.utils import timezone
+
 from campaigns.models import Endpoint, ReadinessCheck
 from campaigns.runs.engines.base import CopyOptions
 from campaigns.runs.engines.gfal2.client import Gfal2Copier
@@ -23,6 +25,10 @@ FOLDER = "storageops-readiness"
 WRITING_OPERATIONS = ("upload", "tpc")
 # How long a removal may wait on an endpoint that already failed to answer in this check.
 SILENT_DOOR_SECONDS = 5
+# How the summary of a check the recovery ended ends until the removal after it has said what
+# became of its files (remove_after_lost_worker), and how it ends once they are all gone.
+BEING_REMOVED = "; its files are being removed"
+REMOVED = "; its files removed"
 
 
 def check_folder(check_id: int) -> str:
@@ -49,12 +55,12 @@ def remove_probes(
     check: ReadinessCheck,
     copier_factory: Callable[..., Gfal2Copier] = Gfal2Copier,
     keepalive: Callable[[], object] | None = None,
-) -> list[str]:
+) -> dict[str, str]:
     """Delete what the check left on its endpoints, then its folders; each delete under the
     endpoint's timeout, or SILENT_DOOR_SECONDS on an endpoint a step of this check was cut short
     on (it did not answer: waiting its whole timeout again would hold a cancel for minutes).
-    `keepalive` is called every second meanwhile (the check's lease). Returns what could not be
-    removed, in words ([] when all is gone)."""
+    `keepalive` is called every second meanwhile (the check's lease). Returns what became of
+    each file it tried, by URL: "" when it is gone, else why not in words."""
     endpoints = {ep.name: ep for ep in (check.endpoint, check.peer) if ep is not None}
     credentials = endpoint_credentials(list(endpoints.values()))
     cut_short = {s["endpoint"] for s in check.steps if s.get("stopped")}
@@ -66,7 +72,8 @@ def remove_probes(
             patience, give_up = endpoints[name].timeout, GIVE_UP
         return _remove(copier_factory, credentials, (patience, give_up), operation, url, keepalive)
 
-    problems, silent = [], set()
+    removal: dict[str, str] = {}
+    silent: set[str] = set()
     touched = {name for name, _ in left_behind(check.steps)} | {
         s["endpoint"] for s in check.steps if s["operation"] == "delete" and s["state"] == "passed"
     }
@@ -75,23 +82,83 @@ def remove_probes(
             continue
         refused = _refusal(endpoints[name], check.pk, url)
         if refused:
-            problems.append(f"{url}: not removed, {refused}")
+            removal[url] = f"not removed, {refused}"
             silent.add(name)  # its folder is not touched either
             continue
         if name in silent:
-            problems.append(f"{url}: not tried, {name} did not answer")
+            removal[url] = f"not tried, {name} did not answer"
             continue
-        problem = remove(name, "remove", url)
-        if problem:
-            problems.append(f"{url}: {problem}")
-            silent |= {name} if problem.startswith("no answer") else set()
+        removal[url] = problem = remove(name, "remove", url)
+        silent |= {name} if problem.startswith("no answer") else set()
     for name in sorted(touched - silent):
         # Best effort: a folder that stays (another file, a plugin without rmdir) is named by the
         # check's id; a door that did not answer is not waited for twice.
         folder = probe_url(endpoints[name], check.pk, "").rstrip("/")
         if not _refusal(endpoints[name], check.pk, folder, folder=True):
             remove(name, "remove_folder", folder)
-    return problems
+    return removal
+
+
+def not_removed(removal: dict[str, str]) -> list[str]:
+    """The files a removal left, each with why, in words."""
+    return [f"{url}: {why}" for url, why in removal.items() if why]
+
+
+def left_words(removal: dict[str, str]) -> str:
+    """What a summary ends with for the files a removal left ("" when it left none)."""
+    left = not_removed(removal)
+    return f"; not removed: {'; '.join(left)}" if left else ""
+
+
+def close_unrun(steps: list[dict], why: str) -> list[dict]:
+    """The steps of a check that ended before it reached them: not run, and why, rather than
+    pending for good. A delete step among them whose file is to be removed after the check is
+    marked so (removal_pending) until its removal is recorded."""
+    left = {url for _, url in left_behind(steps)}
+    closed = []
+    for step in steps:
+        if step["state"] == "pending":
+            step = {**step, "state": "skipped", "message": f"Not run: {why}."}
+            if step["operation"] == "delete" and step["destination"] in left:
+                step["extra"] = {**step.get("extra", {}), "cleanup": "pending"}
+        closed.append(step)
+    return closed
+
+
+def removal_pending(steps: list[dict]) -> bool:
+    """Whether files of the check still wait for the removal after it (its page keeps following it)."""
+    return any(step.get("extra", {}).get("cleanup") == "pending" for step in steps)
+
+
+def with_removal(steps: list[dict], removal: dict[str, str]) -> list[dict]:
+    """The steps with what the removal did of each file their delete step did not prove gone:
+    each such delete step says whether the clean-up removed its file, or why not."""
+    recorded = []
+    for step in steps:
+        awaited = step.get("extra", {}).get("cleanup") == "pending"
+        if step["operation"] == "delete" and (step["destination"] in removal or awaited):
+            why = removal.get(step["destination"], "not tried")
+            said = f"The clean-up did not remove its file: {why}." if why else "The clean-up removed its file."
+            extra = {**step.get("extra", {}), "cleanup": why or "removed"}
+            step = {**step, "message": " ".join(filter(None, [step["message"], said])), "extra": extra}
+        recorded.append(step)
+    return recorded
+
+
+def remove_after_lost_worker(
+    check: ReadinessCheck, copier_factory: Callable[..., Gfal2Copier] = Gfal2Copier
+) -> list[str]:
+    """Remove the files of a check the recovery ended (its worker lost), then record what became
+    of them: its delete steps and its summary say it, in place of "being removed". Returns what
+    could not be removed, in words."""
+    removal = remove_probes(check, copier_factory)
+    summary = check.summary.removesuffix(BEING_REMOVED)
+    if summary != check.summary:
+        summary += left_words(removal) or REMOVED
+    ReadinessCheck.objects.filter(pk=check.pk).update(
+        steps=with_removal(check.steps, removal), summary=summary[:300], last_updated=timezone.now()
+    )
+    return not_removed(removal)
 
 
 def _refusal(endpoint: Endpoint, check_id: int, url: str, *, folder: bool = False) -> str:

@@ -70,8 +70,10 @@ def readiness_check(check_id: int) -> str:
 
 @shared_task(name="campaigns.readiness_remove_probes", ignore_result=True, soft_time_limit=3600, time_limit=3660)
 def readiness_remove_probes(check_id: int) -> list[str]:
-    # Sent by the recovery for a check whose worker died: its files, read from its record.
-    return readiness_probes.remove_probes(ReadinessCheck.objects.select_related("endpoint", "peer").get(pk=check_id))
+    # Sent by the recovery for a check whose worker died: its files, read from its record, and
+    # what became of them written back to it.
+    check = ReadinessCheck.objects.select_related("endpoint", "peer").get(pk=check_id)
+    return readiness_probes.remove_after_lost_worker(check)
 
 
 @shared_task(name="campaigns.readiness_grid", ignore_result=True, soft_time_limit=60, time_limit=90)

@@ -138,6 +138,14 @@ def validate_file_mix(value: object) -> None:
                 )
 
 
+def file_size_error(size: int) -> str:
+    """Why files of `size` bytes may not be planned, or "" when they may."""
+    limit = settings.STORAGEOPS_MAX_FILE_SIZE
+    if size > limit:
+        return f"Files of up to {limit:,} bytes may be planned (STORAGEOPS_MAX_FILE_SIZE); got {size:,}."
+    return ""
+
+
 class Campaign(BaseModel):
     """A reusable test definition; each execution is a Run that freezes these values."""
 
@@ -386,7 +394,6 @@ class Campaign(BaseModel):
         return errors
 
     def _size_errors(self) -> dict[str, str]:
-        limit = settings.STORAGEOPS_MAX_FILE_SIZE
         mix = self.file_mix if isinstance(self.file_mix, list) else []
         if not all(
             isinstance(m, dict) and isinstance(m.get("size"), int) and isinstance(m.get("count"), int) for m in mix
@@ -395,10 +402,8 @@ class Campaign(BaseModel):
         sizes = [item["size"] for item in mix]
         field = "file_mix" if sizes else "file_size"
         sizes = sizes or [self.file_size or 0]
-        if max(sizes) > limit:
-            return {
-                field: f"Files of up to {limit:,} bytes may be planned (STORAGEOPS_MAX_FILE_SIZE); got {max(sizes):,}."
-            }
+        if too_large := file_size_error(max(sizes)):
+            return {field: too_large}
         if self.planned_bytes >= 2**63:
             return {field: "The campaign plans more bytes than can be counted (2^63): fewer or smaller files."}
         return {}

@@ -5,6 +5,7 @@ model's values, and say in a sentence what they could not read."""
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 
 from django import forms
 from django.conf import settings
@@ -12,26 +13,49 @@ from django.core.exceptions import NON_FIELD_ERRORS
 
 from campaigns import sweeps
 from campaigns.choices import BaselineChoice
-from campaigns.models import SCHEDULE_SETTINGS, Campaign, CampaignSchedule, Endpoint, Run, engine_registry
+from campaigns.models import (
+    SCHEDULE_SETTINGS,
+    Campaign,
+    CampaignSchedule,
+    Endpoint,
+    Run,
+    engine_registry,
+    file_size_error,
+)
 from campaigns.models.engine_rules import client_pool_error
 from collectors.choices import HostRole
 from collectors.models import Host
 from storageops import paths
 from storageops.units import parse_size
-from storageops.validators import check_source_urls, folder_errors
+from storageops.validators import MAX_ROW_ID, check_source_urls, folder_errors
+
+
+def column_size_error(size: int) -> str:
+    """Why `size` bytes cannot be kept (more than a bigint column holds), or ""."""
+    return f"At most {MAX_ROW_ID:,} bytes; got {size:,}." if size > MAX_ROW_ID else ""
 
 
 class SizeField(forms.CharField):
-    """Bytes typed as 100 MB, 9 GB or 1000000."""
+    """Bytes typed as 100 MB, 9 GB or 1000000, read exactly. A size past what the field may take
+    is refused here in one sentence with both figures, by `limit` (the model's own rule, where
+    it has one) or by the column's range: left to the model, the column's validator and the
+    model's rule would each say it, the one in other words than the other."""
+
+    def __init__(self, *args, limit: Callable[[int], str] | None = None, **kwargs) -> None:
+        self.limit = limit
+        super().__init__(*args, **kwargs)
 
     def to_python(self, value):
         value = super().to_python(value)
         if value in self.empty_values:
             return None
         try:
-            return parse_size(value)
+            size = parse_size(value)
         except ValueError as exc:
             raise forms.ValidationError(str(exc)) from None
+        if problem := (self.limit(size) if self.limit else "") or column_size_error(size):
+            raise forms.ValidationError(problem)
+        return size
 
     def prepare_value(self, value):
         if isinstance(value, int) and value and value % 1000**2 == 0:
@@ -140,7 +164,7 @@ class CampaignForm(forms.ModelForm):
         help_text="Client hosts that share each step's copies, each running `manage.py client --host NAME`; "
         "none: the worker that drives the run copies them all.",
     )  # fmt: skip
-    file_size = SizeField(initial="100 MB", help_text="e.g. 100 MB, 9 GB or 1000000 (bytes).")
+    file_size = SizeField(initial="100 MB", help_text="e.g. 100 MB, 9 GB or 1000000 (bytes).", limit=file_size_error)
     file_mix = FileMixField(
         required=False, help_text="Overrides count × size: one line each, e.g. 9000 x 9 GB then 6000 x 4 GB."
     )

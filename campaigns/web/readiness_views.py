@@ -13,7 +13,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from campaigns import readiness, readiness_grid, readiness_lease
+from campaigns import readiness, readiness_grid, readiness_lease, readiness_probes
 from campaigns.models import Endpoint, ReadinessCheck, ReadinessGrid
 from campaigns.web.forms import ReadinessForm, ReadinessScheduleForm
 
@@ -47,7 +47,10 @@ def readiness_detail(request: HttpRequest, pk: int) -> HttpResponse:
     check = get_object_or_404(ReadinessCheck.objects.select_related("endpoint", "peer", "requested_by"), pk=pk)
     partial = request.headers.get("HX-Request") == "true"
     template = "campaigns/partials/readiness_grid.html" if partial else "campaigns/readiness_detail.html"
-    response = render(request, template, {"check": check, "steps": _steps_with_elapsed(check)})
+    # A check the recovery ended is followed until the removal after it says what became of its files.
+    following = not check.finished or readiness_probes.removal_pending(check.steps)
+    context = {"check": check, "steps": _steps_with_elapsed(check), "following": following}
+    response = render(request, template, context)
     response["Vary"] = "HX-Request"
     return response
 

@@ -71,6 +71,45 @@ def test_each_bad_knob_is_explained_at_its_field(client, admin_user, endpoints, 
     assert not Campaign.objects.exists()
 
 
+@pytest.mark.parametrize(
+    ("field", "typed", "message"),
+    [
+        # Past the bigint column: once said by its validator, once by the file size rule, with a
+        # float's 999,999,000,000,000,032,768 for the size typed.
+        ("file_size", "999999 PB", "Files of up to 1,000,000,000,000 bytes may be planned (STORAGEOPS_MAX_FILE_SIZE); "
+         "got 999,999,000,000,000,000,000."),
+        # A float reads it as 10^12 exactly, a whole number of bytes.
+        ("file_size", "1.000000000000000001 TB", "'1.000000000000000001 TB' is not a whole number of bytes."),
+        ("file_size", "1000000000001", "Files of up to 1,000,000,000,000 bytes may be planned "
+         "(STORAGEOPS_MAX_FILE_SIZE); got 1,000,000,000,001."),
+        ("max_bytes", "999999 PB", "At most 9,223,372,036,854,775,807 bytes; got 999,999,000,000,000,000,000."),
+        ("max_bytes_per_day", "9223372036854775808", "At most 9,223,372,036,854,775,807 bytes; "
+         "got 9,223,372,036,854,775,808."),
+        ("max_bytes", "1e999999999", "'1e999999999' is at least 10^30 bytes: too large to be a size."),
+    ],
+)  # fmt: skip
+def test_a_size_too_large_gets_one_message_with_exact_figures(client, admin_user, endpoints, settings, field, typed,
+                                                               message):  # fmt: skip
+    settings.STORAGEOPS_MAX_FILE_SIZE = 10**12
+    client.force_login(admin_user)
+    response = client.post("/campaigns/new/", form_data(*endpoints, **{field: typed}))
+    assert response.status_code == 400
+    assert response.context["form"].errors[field] == [message]
+    assert not Campaign.objects.exists()
+
+
+def test_sizes_are_read_to_the_byte(client, admin_user, endpoints, settings):
+    settings.STORAGEOPS_MAX_FILE_SIZE = 10**12
+    client.force_login(admin_user)
+    # 2^53 + 1 bytes: a float's nearest is 2^53.
+    data = form_data(*endpoints, file_size="999.999999999 GB", max_bytes="9007199.254740993 GB", file_mix="3 x 2.5e11")
+    response = client.post("/campaigns/new/", data)
+    assert response.status_code == 302, response.context["form"].errors
+    made = Campaign.objects.get(name="sweep-1")
+    assert (made.file_size, made.max_bytes) == (999_999_999_999, 2**53 + 1)
+    assert made.file_mix == [{"count": 3, "size": 250_000_000_000}]
+
+
 def test_edit_keeps_values_and_viewer_cannot(client, admin_user, viewer):
     campaign = mock_campaign("edit-me", concurrency_steps=[1, 2], step_files=5)
     client.force_login(viewer)
