@@ -23,6 +23,7 @@ from collectors.events import log_event
 from collectors.logtail import LogTailer, burst_threshold
 from collectors.models import Host, MetricSample
 from collectors.probes import procfs
+from collectors.probes.rate_limits import rate_limits
 from collectors.watches import ServiceState, Watcher, resolve_service
 
 log = logging.getLogger(__name__)
@@ -35,17 +36,43 @@ class _Counters:
     net: dict[str, tuple[int, int]]
     disk: dict[str, tuple[int, int, int, int]]
     busy: dict[str, int]  # device -> io_ticks (ms)
-    procs: dict[str, dict[tuple[int, int], float]]  # service -> {(pid, start): cpu seconds}
+    # service -> {(pid, start): cpu seconds of the process and every child it forked, live or ended}
+    procs: dict[str, dict[tuple[int, int], float]]
     cores: dict[int, procfs.CpuTimes]
     affinity: dict[str, set[int]]  # service -> the cores its processes may use
     # service -> (periods, throttled periods, throttled seconds), summed over the cgroups whose
     # CPU quota binds its processes: what says the quota, not the host, held the daemon back.
     throttling: dict[str, tuple[int, int, float]] = field(default_factory=dict)
+    # service -> {(pid, start): (rchar, wchar) of the process and its live children}
+    io: dict[str, dict[tuple[int, int], tuple[int, int]]] = field(default_factory=dict)
+    # service -> {(pid, start): seconds its threads (and its live children's) waited for a CPU}
+    waits: dict[str, dict[tuple[int, int], float]] = field(default_factory=dict)
 
 
 def _rate(new: float, old: float, seconds: float) -> float:
     # A counter that went backwards was reset (device re-added, 32-bit wrap): no rate this time.
     return max(new - old, 0) / seconds
+
+
+def _trees(stats: list[procfs.ProcStat], parent_of: dict[int, int]) -> dict[tuple[int, int], list]:
+    """Each of a service's top processes (those whose parent is not one of them) with every live
+    process below it: a door's forked helpers are its work, and their CPU its CPU."""
+    listed = {s.pid for s in stats}
+    trees = {}
+    for top in (s for s in stats if s.ppid not in listed):
+        below = [p for p in (procfs.proc_stat(c) for c in procfs.descendants(top.pid, parent_of)) if p is not None]
+        trees[(top.pid, top.start_ticks)] = [top, *below]
+    return trees
+
+
+def _waited(tree: list[procfs.ProcStat]) -> float | None:
+    waits = [w for w in (procfs.cpu_wait_seconds(p.pid) for p in tree) if w is not None]
+    return sum(waits) if waits else None
+
+
+def _io(tree: list[procfs.ProcStat]) -> tuple[int, int]:
+    chars = [c for c in (procfs.io_chars(p.pid) for p in tree) if c is not None]
+    return sum(c[0] for c in chars), sum(c[1] for c in chars)
 
 
 class Sampler:
@@ -78,10 +105,18 @@ class Sampler:
         add("mem.used", mem["used"])
         add("mem.cached", mem["cached"])
         add("mem.total", mem["total"])
+        parent_of = procfs.parents() if services else {}
         for state in services:
             stats = [s for s in (procfs.proc_stat(p) for p in state.pids) if s is not None]
-            current.procs[state.name] = {(s.pid, s.start_ticks): s.cpu_seconds for s in stats}
-            add("proc.rss_bytes", sum(s.rss_bytes for s in stats), state.name)
+            trees = _trees(stats, parent_of)
+            current.procs[state.name] = {
+                key: sum(p.cpu_seconds + p.children_cpu_seconds for p in tree) for key, tree in trees.items()
+            }
+            current.io[state.name] = {key: _io(tree) for key, tree in trees.items()}
+            current.waits[state.name] = {
+                key: wait for key, tree in trees.items() if (wait := _waited(tree)) is not None
+            }
+            add("proc.rss_bytes", sum(p.rss_bytes for tree in trees.values() for p in tree), state.name)
             # A daemon confined by taskset or a cpuset saturates at 100 % times these cores, not
             # at the machine's: the verdicts need them to call a door's CPU saturated.
             allowed = set().union(*(procfs.cpu_affinity(s.pid) or set() for s in stats))
@@ -136,8 +171,25 @@ class Sampler:
             # Only processes alive at both readings count: a new process' whole lifetime
             # CPU is not this interval's.
             used = sum(max(cpu - before[key], 0) for key, cpu in procs.items() if key in before)
-            # proc.cpu_percent is of one core, like top: a daemon busy on 3 cores shows 300.
+            # proc.cpu_percent is of one core, like top: a daemon busy on 3 cores shows 300. It
+            # counts the children a door forks (xrdcp --server for a root:// TPC copy) with it.
             add("proc.cpu_percent", used / seconds * 100, name)
+        for name, waits in current.waits.items():
+            before = prev.waits.get(name, {})
+            pairs = [(w, before[key]) for key, w in waits.items() if key in before]
+            if pairs:
+                # Seconds a second its threads stood in a run queue: more than a little, and a busy
+                # host starved the door; near none, and the door had every CPU it asked for.
+                add("proc.cpu_wait_per_s", sum(max(w - b, 0.0) for w, b in pairs) / seconds, name)
+        for name, chars in current.io.items():
+            before = prev.io.get(name, {})
+            pairs = [(now_rw, before[key]) for key, now_rw in chars.items() if key in before]
+            if pairs:
+                read = sum(_rate(r, b[0], seconds) for (r, _), b in pairs)
+                written = sum(_rate(w, b[1], seconds) for (_, w), b in pairs)
+                # A door's data goes in on one side and out on the other (socket to file, file
+                # to socket): the larger direction is the data rate its throttle counts.
+                add("proc.io_bps", max(read, written), name)
         for name, allowed in current.affinity.items():
             # How busy the daemon's cores were, whoever kept them busy: a confined daemon whose
             # core is taken by others is as CPU-starved as one that fills it itself.
@@ -176,6 +228,10 @@ class HostCollector:
         samples += self.sampler.sample(now, services)
         samples += self.watcher.check_services(now, services)
         self.watcher.check_files(now)
+        samples += [
+            MetricSample(host=self.host, metric="door.rate_limit_bps", label=name[:64], time=now, value=limit)
+            for name, limit in rate_limits(self.watcher.file_texts()).items()
+        ]
         samples += self._log_samples(now)
         MetricSample.objects.bulk_create(samples, batch_size=1000)
         Host.objects.filter(pk=self.host.pk).update(last_seen=now)
@@ -225,6 +281,7 @@ class CollectorLoop(threading.Thread):
     def run(self) -> None:
         collector: HostCollector | None = None
         config_stamp = None
+        last_tick: float | None = None
         while not self.stopping.is_set():
             started = time.monotonic()
             interval = 5.0
@@ -232,21 +289,27 @@ class CollectorLoop(threading.Thread):
                 close_old_connections()
                 host = Host.objects.get(name=self.host_name)
                 interval = live.interval_for(host)
-                # An operator who edits the host (new files, services, logs) gets a fresh
-                # collector; its first tick is a baseline again.
-                stamp = (host.watched_files, host.watched_services, host.log_files)
-                if collector is None or stamp != config_stamp:
-                    if collector is not None:
-                        collector.close()
-                    else:
-                        register(host)
-                    collector, config_stamp = HostCollector(host), stamp
-                collector.tick()
-                self.ticks += 1
+                # Woken every live interval to ask whether a run began: a run's first step must
+                # not wait out the rest of a quiet 5-s interval for its first sample.
+                if last_tick is None or started - last_tick >= interval - 0.05:
+                    # An operator who edits the host (new files, services, logs) gets a fresh
+                    # collector; its first tick is a baseline again.
+                    stamp = (host.watched_files, host.watched_services, host.log_files)
+                    if collector is None or stamp != config_stamp:
+                        if collector is not None:
+                            collector.close()
+                        else:
+                            register(host)
+                        collector, config_stamp = HostCollector(host), stamp
+                    last_tick = started
+                    collector.tick()
+                    self.ticks += 1
             except Exception:
                 # The loop must outlive a database restart or a bad config: log and go on.
                 log.exception("collector tick for %s failed", self.host_name)
-            self.stopping.wait(max(interval - (time.monotonic() - started), 0.1))
+            wake = min(interval, live.live_interval())
+            until_tick = interval - (time.monotonic() - last_tick) if last_tick is not None else wake
+            self.stopping.wait(max(min(wake, until_tick), 0.1))
         if collector is not None:
             collector.close()
         close_old_connections()

@@ -166,6 +166,10 @@ class Watcher:
             detail = f"sha256 {old_digest} → {digest}\n{detail}"
             log_event("config_change", summary, source="collector", host=self.host, time=now, detail=detail)
 
+    def file_texts(self) -> dict[str, str | None]:
+        """The watched files' texts as the last check_files read them (None: missing or too big)."""
+        return {path: text for path, (_, text) in self._files.items()}
+
     def check_services(self, now: datetime, states: list[ServiceState]) -> list[MetricSample]:
         samples = []
         btime = self._btime or procfs.boot_time()

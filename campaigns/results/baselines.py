@@ -115,8 +115,10 @@ def _failure_rate(summary: dict, category: str | None = None) -> float | None:
 
 
 def _knee(summary: dict) -> float | None:
-    point = ((summary.get("verdict") or {}).get("knee") or {}).get("knee") or {}
-    return point.get("throughput_bps")
+    # Only a curve that levelled has a knee: a still-rising one's last step is no knee to watch.
+    verdict = summary.get("verdict") or {}
+    point = verdict.get("knee") or {}
+    return point.get("throughput_bps") if verdict.get("status") == "levelled" else None
 
 
 FIGURES = (

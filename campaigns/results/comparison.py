@@ -126,6 +126,8 @@ def _verdict_line(verdict: dict | None) -> dict | None:
         "status": verdict["status"],
         "headline": said["headline"],
         "knee": verdict.get("knee"),
+        # The Knee row in the curve's own words ("not reached (still rising at x8, ...)").
+        "knee_text": verdicts.rows(verdict).get("knee", ""),
         "bottleneck": bottleneck and {k: bottleneck[k] for k in ("title", "door", "resource", "label", "value")},
         "doors_needed": (verdict.get("capacity") or {}).get("doors_needed"),
         # The bottleneck row in the same words as the headline (verdicts.statements), never a

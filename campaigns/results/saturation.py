@@ -14,13 +14,13 @@ after an operator sets a host's link speed.
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timedelta
 
 from django.db.models import Avg, Count, Q
 
 from campaigns.models import Run, RunStep
-from campaigns.results.scope import door_hosts
+from campaigns.results.scope import door_hosts, run_hosts
 from campaigns.spec import RunSpec
 from collectors.models import Host, MetricSample
 
@@ -29,6 +29,10 @@ from collectors.models import Host, MetricSample
 MIN_SAMPLES = 2
 # Requests failing this way are what overloaded doors answer (checksum timeouts, HTTP 5xx).
 OVERLOAD_ERRORS = ("checksum_timeout", "http_5xx")
+# A door's threads that stood in a run queue this many seconds a second or more were starved of
+# CPU by whatever kept the host busy; under it, a busy host did not hold the door back (its
+# shares gave it the CPU it asked for), and the host's full CPU is not the door's limit.
+STARVED_WAIT = 0.1
 # A cgroup throttled in this share of its quota periods or more was held back by its quota:
 # it wanted CPU the quota did not give, whatever the host's cores were doing.
 THROTTLED_PERCENT = 10.0
@@ -45,6 +49,9 @@ _METRICS = (
     "disk.busy_percent",
     "mem.used",
     "mem.total",
+    "proc.io_bps",
+    "door.rate_limit_bps",
+    "proc.cpu_wait_per_s",
 )
 
 
@@ -53,7 +60,7 @@ class Reading:
     """One resource of one door over one step: its mean use as a fraction of its capacity."""
 
     door: str
-    resource: str  # cpu, daemon_cpu, network, disk, memory
+    resource: str  # cpu, daemon_cpu, cores, network, disk, memory, rate
     label: str  # daemon, interface or device
     value: float
     detail: str
@@ -61,6 +68,12 @@ class Reading:
     # throttled, and the seconds a second its threads waited for quota (cpu.stat's counters).
     throttled_percent: float | None = None
     throttled_per_s: float | None = None
+    # "" for a door of the side that does the work; "source" or "destination" for a door of the
+    # other side (a slow source levels a sweep whose destination doors idle).
+    side: str = ""
+    # False for a full host CPU that did not starve the host's door (its threads hardly waited
+    # for a CPU): saturated, but not what held the door back.
+    binding: bool = True
 
     @property
     def quota_bound(self) -> bool:
@@ -76,6 +89,7 @@ class Reading:
             "network": f"network {self.label}",
             "disk": f"disk {self.label} busy",
             "memory": "memory",
+            "rate": f"data-rate limit of {self.label}",
         }
         return f"{names[self.resource]} on {self.door}"
 
@@ -84,8 +98,14 @@ def readings(host: Host, means: dict[tuple[str, str], float]) -> list[Reading]:
     """A host's resources as fractions of their capacity, from its mean samples over a window."""
     out: list[Reading] = []
     door = host.name
+    waits = {label: v for (metric, label), v in means.items() if metric == "proc.cpu_wait_per_s"}
     if (cpu := means.get(("cpu.percent", ""))) is not None:
-        out.append(Reading(door, "cpu", "", cpu / 100, f"{cpu:.0f} % of all cores"))
+        detail, binding = f"{cpu:.0f} % of all cores", True
+        if waits:
+            waited = max(waits.values())
+            binding = waited >= STARVED_WAIT
+            detail += f"; its door waited {waited:.2f} s a second for a CPU" + ("" if binding else ": not starved")
+        out.append(Reading(door, "cpu", "", cpu / 100, detail, binding=binding))
     for (metric, label), value in sorted(means.items()):
         if metric == "proc.cpu_percent":
             cores = means.get(("proc.cpus_allowed", label))
@@ -106,10 +126,25 @@ def readings(host: Host, means: dict[tuple[str, str], float]) -> list[Reading]:
                     f"{rate * 8 / 1e9:.2f} of {host.link_speed_bps / 1e9:g} Gbit/s",
                 )
             )
+    out.extend(_rate_limit(door, means))
     used, total = means.get(("mem.used", "")), means.get(("mem.total", ""))
     if used is not None and total:
         out.append(Reading(door, "memory", "", used / total, f"{used / 2**30:.1f} of {total / 2**30:.1f} GiB used"))
     return out
+
+
+def _rate_limit(door: str, means: dict[tuple[str, str], float]) -> list[Reading]:
+    """The door's data rate (its daemons' bytes in or out a second, from /proc/<pid>/io) against
+    the lowest data-rate limit its configuration sets (collectors.probes.rate_limits): a door
+    held by its throttle levels off with its CPU idle, and only this names the cap."""
+    limits = {label: v for (metric, label), v in means.items() if metric == "door.rate_limit_bps" and v > 0}
+    rates = {label: v for (metric, label), v in means.items() if metric == "proc.io_bps"}
+    if not limits or not rates:
+        return []
+    config, limit = min(limits.items(), key=lambda item: item[1])
+    daemon, rate = max(rates.items(), key=lambda item: item[1])
+    detail = f"{rate / 1e6:.1f} MB/s through {daemon} against the {limit / 1e6:g} MB/s its {config} allows"
+    return [Reading(door, "rate", daemon, rate / limit, detail)]
 
 
 def _daemon_cpu(door: str, label: str, value: float, cores: float, means: dict) -> list[Reading]:
@@ -134,12 +169,17 @@ def _daemon_cpu(door: str, label: str, value: float, cores: float, means: dict) 
     # Under a CPU quota the quota is the daemon's limit, however busy the cores are.
     if busy is not None and not quota:
         share = value / cores
+        others = share < busy / 2
         who = (
             f"{label} itself {share:.0f} %: the host is busy with other work"
-            if share < busy / 2
-            else f"most of it {label}'s own ({share:.0f} %)"
+            if others
+            else (f"most of it {label}'s own ({share:.0f} %)")
         )
-        found.append(Reading(door, "cores", label, busy / 100, f"{busy:.0f} % busy; {who}"))
+        waited = means.get(("proc.cpu_wait_per_s", label))
+        binding = not others or waited is None or waited >= STARVED_WAIT
+        if others and waited is not None:
+            who += f"; {label} waited {waited:.2f} s a second for a CPU" + ("" if binding else ": not starved")
+        found.append(Reading(door, "cores", label, busy / 100, f"{busy:.0f} % busy; {who}", binding=binding))
     return found
 
 
@@ -150,8 +190,11 @@ def _step_windows(run: Run, end: datetime) -> list[tuple[RunStep, datetime]]:
 def saturation(run: Run, summary: dict, end: datetime) -> tuple[list[dict], dict[int, list[Reading]], int]:
     """Per step: each door's readings and the overload error rate; also the samples used."""
     windows = _step_windows(run, end)
-    hosts = door_hosts(run)
     spec = RunSpec.of(run)
+    doors = door_hosts(run)
+    far_side = "source" if spec.door_side == "destination" else "destination"
+    others = [h for h in run_hosts(run) if h not in doors]
+    hosts = [*doors, *others]
     per_step: dict[int, list[Reading]] = {}
     table: list[dict] = []
     used = 0
@@ -180,8 +223,14 @@ def saturation(run: Run, summary: dict, end: datetime) -> tuple[list[dict], dict
                 means[host_id][(metric, label)] = mean
                 counts[host_id] = max(counts[host_id], n)
                 used += n
-        thin = {host.name: counts[host.pk] for host in hosts if 0 < counts[host.pk] < MIN_SAMPLES}
-        found = [r for host in hosts if host.name not in thin for r in readings(host, means[host.pk])]
+        thin = {host.name: counts[host.pk] for host in doors if 0 < counts[host.pk] < MIN_SAMPLES}
+        found = [r for host in doors if host.name not in thin for r in readings(host, means[host.pk])]
+        found += [
+            replace(r, side=far_side)
+            for host in others
+            if counts[host.pk] >= MIN_SAMPLES
+            for r in readings(host, means[host.pk])
+        ]
         row = errors.get(step.index, {})
         attempted = row.get("files_ok", 0) + row.get("files_failed", 0)
         overload = sum(row.get("errors", {}).get(c, 0) for c in OVERLOAD_ERRORS)
@@ -196,6 +245,9 @@ def saturation(run: Run, summary: dict, end: datetime) -> tuple[list[dict], dict
                 "readings": [{**asdict(r), "title": r.title} for r in sorted(found, key=lambda r: -r.value)],
                 "overload_error_rate": overload / attempted if attempted else None,
                 "not_enough_samples": thin,  # door -> the samples it had: not judged in this step
+                # What a thin step would have needed: each door's sampling interval, the step's length.
+                "sample_interval": {host.name: host.sample_interval for host in hosts if host.name in thin},
+                "seconds": (stop - step.started_at).total_seconds(),
             }
         )
     return table, per_step, used
@@ -204,7 +256,7 @@ def saturation(run: Run, summary: dict, end: datetime) -> tuple[list[dict], dict
 # -- evidence -------------------------------------------------------------------------------
 # The metrics a resource's reading is computed from, as the collectors store them.
 EVIDENCE_METRICS = {
-    "cpu": ["cpu.percent"],
+    "cpu": ["cpu.percent", "proc.cpu_wait_per_s"],
     "daemon_cpu": [
         "proc.cpu_percent",
         "proc.cpus_allowed",
@@ -212,10 +264,11 @@ EVIDENCE_METRICS = {
         "proc.cpu_throttled_percent",
         "proc.cpu_throttled_per_s",
     ],
-    "cores": ["proc.cores_busy_percent", "proc.cpu_percent"],
+    "cores": ["proc.cores_busy_percent", "proc.cpu_percent", "proc.cpu_wait_per_s"],
     "network": ["net.rx_bps", "net.tx_bps"],
     "disk": ["disk.busy_percent"],
     "memory": ["mem.used", "mem.total"],
+    "rate": ["proc.io_bps", "door.rate_limit_bps"],
 }
 
 

@@ -26,7 +26,7 @@ from campaigns import sweeps
 from campaigns.choices import CampaignKind
 from campaigns.models import Run
 from campaigns.results import concurrency
-from campaigns.results.saturation import evidence, saturation
+from campaigns.results.saturation import MIN_SAMPLES, STARVED_WAIT, evidence, saturation
 from campaigns.spec import RunSpec
 from storageops.units import human_duration, si
 from storageops.units import human_rate as format_rate
@@ -37,14 +37,20 @@ KNEE_FRACTION = 0.95
 # step has not shown a rise, and the knee is judged against the best earlier step instead.
 RISE_BEYOND_NOISE = 0.10
 SATURATED = 0.90
+# A door's configured data-rate cap binds below its number: XRootD's throttle charges each read
+# the bytes it asks for, not those it returns (a door behind a 12 MB/s throttle served 4 MiB files
+# at 8.3 MB/s, 69 %, every other resource idle), so a door at this share of its cap is at it.
+RATE_SATURATED = 0.60
 # A step where this share of requests fails with checksum timeouts or HTTP 5xx is overloaded
-# even if no sampled resource is: the door's own limits (xrootd.chksum max, thread pools).
-OVERLOAD_ERROR_RATE = 0.05
+# even if no sampled resource is: the door's own limits (xrootd.chksum max, thread pools). A
+# healthy door times out no checksum at all: behind `xrootd.chksum max 1`, 2 of 135 requests
+# (1.5 %) timed out at the step where throughput fell by 40 %, under a 5 % rule unseen.
+OVERLOAD_ERROR_RATE = 0.01
 
 # Between resources equally saturated (within TIE), the narrower one is the better diagnosis: a
 # machine whose CPU is full because its daemon fills the cores it may use is the daemon's CPU.
 TIE = 0.02
-_SPECIFIC = ("cpu", "memory", "disk", "network", "cores", "daemon_cpu")
+_SPECIFIC = ("cpu", "memory", "disk", "network", "cores", "daemon_cpu", "rate")
 _CPU_WITHIN = ("cores", "daemon_cpu")  # parts of a host's CPU: the cores it may use, its daemon's share
 
 
@@ -61,7 +67,7 @@ def knee(steps: list[dict], axes: list[str] | tuple[str, ...] = ()) -> dict:
     concurrency row of the best step's setting: a knee read across rows would mix two curves."""
     scored = [s for s in steps if s.get("throughput_bps") and s.get("concurrency")]
     if not scored:
-        return {"status": "no_data", "peak": None, "knee": None, "read_from": []}
+        return {"status": "no_data", "peak": None, "knee": None, "read_from": [], "plateau": []}
     peak = max(scored, key=lambda s: s["throughput_bps"])
     if axes:
         scored = [s for s in scored if all(s.get(a) == peak.get(a) for a in axes)]
@@ -93,7 +99,10 @@ def knee(steps: list[dict], axes: list[str] | tuple[str, ...] = ()) -> dict:
         return {"step": s["step"], "concurrency": s["concurrency"], "throughput_bps": s["throughput_bps"],
                 **measured, **{a: s.get(a) for a in axes}}  # fmt: skip
 
-    return {"status": status, "peak": point(peak), "knee": point(at), "read_from": [s["step"] for s in scored]}
+    return {"status": status, "peak": point(peak), "knee": point(at), "read_from": [s["step"] for s in scored],
+            # The steps whose throughput reached the knee's level: after them the curve did not
+            # rise beyond noise, which a bottleneck needs beside its saturated resource.
+            "plateau": [s["step"] for s in reaching]}  # fmt: skip
 
 
 # -- capacity -------------------------------------------------------------------------------
@@ -192,20 +201,28 @@ def run_verdict(run: Run, summary: dict, end: datetime | None = None) -> dict:
     ran_at = {s["step"]: concurrency.ran_at(s) for s in steps}
     bottleneck = None
     overloaded = None
+    plateau = set(curve.get("plateau") or ())
+    near_limit = far_side = None
     for step in table:
         where = {"step": step["step"], "concurrency": step["concurrency"]}
-        hot = [r for r in per_step[step["step"]] if r.value >= SATURATED]
+        full = [r for r in per_step[step["step"]] if r.binding and r.value >= _saturated_at(r)]
+        hot = [r for r in full if not r.side]
+        far_hot = [r for r in full if r.side]
+        if knee_point and far_side is None and far_hot and step["step"] in plateau and status == "levelled":
+            top = _narrowest(far_hot)
+            far_side = {**asdict(top), "title": top.title, **where, "evidence": evidence(top, step)}
         if knee_point and bottleneck is None and hot and step["step"] <= knee_point["step"]:
-            fullest = max(r.value for r in hot)
-            top = max((r for r in hot if r.value >= fullest - TIE), key=lambda r: _SPECIFIC.index(r.resource))
-            # A daemon's CPU is part of its host's: with both saturated, the narrower names the limit.
-            # A host kept busy by other work read 100 % beside a door at 97 % of its quota (run 24).
-            nested = [r for r in hot if r.door == top.door and r.resource in _CPU_WITHIN]
-            if top.resource == "cpu" and nested:
-                top = max(nested, key=lambda r: _SPECIFIC.index(r.resource))
-            bottleneck = {**asdict(top), "title": top.title, **where, "evidence": evidence(top, step)}
+            top = _narrowest(hot)
+            found = {**asdict(top), "title": top.title, **where, "evidence": evidence(top, step)}
             if step["step"] in ran_at:
-                bottleneck["ran_at"] = ran_at[step["step"]]
+                found["ran_at"] = ran_at[step["step"]]
+            # Both kinds of evidence, or no bottleneck: the resource full at this step, and the
+            # curve not rising beyond noise after it (the step is on the knee's plateau). A door
+            # at 99.8 % while throughput doubled after it held nothing back.
+            if step["step"] in plateau and status == "levelled":
+                bottleneck = found
+            else:
+                near_limit = {**found, **_still_rose(steps, step["step"], status)}
         # Overload errors are worth saying wherever they start: past the knee they say why
         # more concurrency did not help.
         rate = step["overload_error_rate"]
@@ -218,6 +235,10 @@ def run_verdict(run: Run, summary: dict, end: datetime | None = None) -> dict:
         "knee": knee_point,
         "off_target": [_off_target_point(s) for s in off],
         "bottleneck": bottleneck,
+        # Saturated, but the curve still rose after it (or no step after it was tried).
+        "near_limit": None if bottleneck else near_limit,
+        # Nothing of the working side held the plateau back, a door of the other side was full.
+        "far_side": None if bottleneck else far_side,
         "overload_errors": overloaded,
         "samples_used": used,
         "saturation": table,
@@ -225,6 +246,8 @@ def run_verdict(run: Run, summary: dict, end: datetime | None = None) -> dict:
         "thresholds": {
             "knee": KNEE_FRACTION,
             "saturated": SATURATED,
+            "rate_cap": RATE_SATURATED,
+            "starved_wait": STARVED_WAIT,
             "overload_error_rate": OVERLOAD_ERROR_RATE,
             "off_target": concurrency.OFF_TARGET,
         },
@@ -236,6 +259,39 @@ def run_verdict(run: Run, summary: dict, end: datetime | None = None) -> dict:
     return verdict
 
 
+def _saturated_at(reading) -> float:
+    return RATE_SATURATED if reading.resource == "rate" else SATURATED
+
+
+def _narrowest(hot: list) -> object:
+    """Of the readings at or over SATURATED, the fullest; between equally full ones the narrower
+    (a daemon's CPU is part of its host's: with both saturated, the narrower names the limit; a
+    host kept busy by other work read 100 % beside a door at 97 % of its quota)."""
+    # A configured cap is the most specific cause there is, however full it reads against its number.
+    capped = [r for r in hot if r.resource == "rate"]
+    if capped:
+        return max(capped, key=lambda r: r.value)
+    fullest = max(r.value for r in hot)
+    top = max((r for r in hot if r.value >= fullest - TIE), key=lambda r: _SPECIFIC.index(r.resource))
+    nested = [r for r in hot if r.door == top.door and r.resource in _CPU_WITHIN]
+    if top.resource == "cpu" and nested:
+        top = max(nested, key=lambda r: _SPECIFIC.index(r.resource))
+    return top
+
+
+def _still_rose(steps: list[dict], index: int, status: str) -> dict:
+    """How the curve went on after a saturated step: the rise to the best later step, or why
+    there is none to read ({"rose": share, "to": concurrency} / {"after": "last" | "single"})."""
+    if status == "single_step":
+        return {"after": "single"}
+    at = next((s for s in steps if s["step"] == index), None)
+    later = [s for s in steps if s["step"] > index and s.get("throughput_bps")]
+    if not at or not at.get("throughput_bps") or not later:
+        return {"after": "last"}
+    best = max(later, key=lambda s: s["throughput_bps"])
+    return {"after": "rose", "rose": best["throughput_bps"] / at["throughput_bps"] - 1, "to": best["concurrency"]}
+
+
 def _off_target_point(step: dict) -> dict:
     mean, peak, _ = concurrency.achieved(step)
     return {"step": step["step"], "concurrency": step["concurrency"], "achieved_mean": mean, "achieved_max": peak}
@@ -245,11 +301,27 @@ def _thin(v: dict) -> str:
     """The steps at or before the knee whose doors had too few samples to be judged."""
     knee_step = v["knee"]["step"] if v.get("knee") else None
     return "; ".join(
-        f"{door}: {n} in the step at concurrency {row['concurrency']}"
-        for row in v.get("saturation") or []
-        if knee_step is None or row["step"] <= knee_step
-        for door, n in sorted(row.get("not_enough_samples", {}).items())
-    )
+        thin_text(row) for row in v.get("saturation") or [] if (knee_step is None or row["step"] <= knee_step)
+        and row.get("not_enough_samples")
+    )  # fmt: skip
+
+
+def thin_text(row: dict) -> str:
+    """A step's doors with too few samples, with what would have been enough: the verdict's
+    sentence and the saturation table say the same."""
+    parts = []
+    for door, n in sorted(row.get("not_enough_samples", {}).items()):
+        text = f"{door}: {n} sample{'s' if n != 1 else ''} in the step at concurrency {row['concurrency']}"
+        interval = (row.get("sample_interval") or {}).get(door)
+        if interval:
+            seconds = row.get("seconds")
+            length = f" of {seconds:.0f} s" if seconds is not None else ""
+            text += (
+                f"{length}, {MIN_SAMPLES} needed: its collector samples every {interval:g} s, so steps of at "
+                f"least {(MIN_SAMPLES + 1) * interval:g} s (or a shorter sample interval)"
+            )
+        parts.append(text)
+    return "; ".join(parts)
 
 
 # -- what a verdict says: one generator for its headline and its rows ----------------------
@@ -264,10 +336,12 @@ STATUSES = {
     "inconclusive": "every step the curve is read from ran more than 10 % off its target concurrency",
 }
 CAUSES = {
-    "bottleneck": "a resource reached 90 % at or before the knee",
+    "bottleneck": "a resource reached 90 % at the knee, and the curve did not rise beyond noise after it",
+    "near_limit": "a resource reached 90 %, but the curve still rose after it (or no later step was tried)",
+    "far_side": "nothing of the working side saturated at the knee, a door of the other side did",
     "no_samples": "no collector samples of the run's hosts in its steps",
     "thin_samples": "a door had fewer than two samples in a step at or before the knee",
-    "overload_only": "no sampled resource saturated, but overload errors reached 5 %",
+    "overload_only": "no sampled resource saturated, but overload errors reached 1 %",
     "nothing_yet": "nothing saturated, and the curve is still rising",
     "elsewhere": "nothing saturated at or before the knee",
     "not_judged": "no knee to judge a bottleneck at (no data, or inconclusive)",
@@ -281,6 +355,10 @@ def kind(v: dict) -> tuple[str, str]:
         return status, "not_judged"
     if v.get("bottleneck"):
         return status, "bottleneck"
+    if v.get("far_side"):
+        return status, "far_side"
+    if v.get("near_limit"):
+        return status, "near_limit"
     if not v.get("samples_used"):
         return status, "no_samples"
     if _thin(v):
@@ -318,9 +396,16 @@ def statements(v: dict) -> dict[str, str]:
                 "the curve is read at the concurrency achieved."
             )
     at = b and (b.get("ran_at") or b.get("concurrency"))
-    if cause == "bottleneck" and status == "still_rising":
-        # Saturated yet still gaining: the next steps will tell whether it holds the curve back.
-        out["bottleneck"] = f"{b['title']} already at {b['value']:.0%} ({b['detail']}) from concurrency {at}."
+    if cause == "far_side":
+        f = v["far_side"]
+        working = "destination" if f["side"] == "source" else "source"
+        at = f.get("ran_at") or f["concurrency"]
+        out["bottleneck"] = (
+            f"Nothing saturated on the {working} doors at the knee: the limit is elsewhere, on the {f['side']} "
+            f"side: {f['title']} at {f['value']:.0%} ({f['detail']}) from concurrency {at}."
+        )
+    elif cause == "near_limit":
+        out["bottleneck"] = _near_limit_sentence(v["near_limit"])
     elif cause == "bottleneck":
         out["bottleneck"] = f"Bottleneck: {b['title']} at {b['value']:.0%} ({b['detail']}) from concurrency {at}."
     elif cause == "no_samples":
@@ -334,11 +419,11 @@ def statements(v: dict) -> dict[str, str]:
     elif cause == "elsewhere":
         out["bottleneck"] = (
             "Nothing saturated at or before the knee: the limit is elsewhere "
-            "(the source, the network path, or the concurrency itself)."
+            "(the source, the network path, the clients, or the concurrency itself)."
         )
     if o and status != "no_data":
         out["overload"] = (
-            f"From concurrency {o['concurrency']}, {o['rate']:.0%} of requests failed with checksum timeouts "
+            f"From concurrency {o['concurrency']}, {o['rate']:.1%} of requests failed with checksum timeouts "
             "or HTTP 5xx: the doors' own limits (e.g. xrootd.chksum max) or overload."
         )
     cap = v.get("capacity")
@@ -349,6 +434,40 @@ def statements(v: dict) -> dict[str, str]:
             f"at {format_rate(cap['per_door_bps'])} per door"
             + (" (the curve was still rising: a door can do more)." if bound else ".")
         )
+    return out
+
+
+def _near_limit_sentence(n: dict) -> str:
+    """Saturated but not (yet) the limit, with the figures that say so."""
+    at = n.get("ran_at") or n["concurrency"]
+    full = f"{n['title']} at {n['value']:.0%} ({n['detail']}) at concurrency {at}"
+    if n.get("after") == "rose":
+        return (
+            f"Near its limit, not yet the limit: {full}, while throughput still rose {n['rose']:.0%} "
+            f"to concurrency {n['to']}."
+        )
+    if n.get("after") == "single":
+        return f"Near its limit: {full}; one concurrency only, so a sweep must tell whether it holds throughput back."
+    return f"Near its limit: {full}, the last step; a step beyond it must tell whether it holds the curve back."
+
+
+def rows(v: dict) -> dict[str, str]:
+    """The Knee and Peak rows of a page, in the words of the curve's sentence: a curve still
+    rising has no knee (a row "Knee: concurrency 8" under "the knee lies beyond this sweep" once
+    contradicted its own headline)."""
+    status, knee_point, peak = v.get("status"), v.get("knee"), v.get("peak")
+    out: dict[str, str] = {}
+    if status in (None, "no_data", "inconclusive") or not knee_point:
+        return out
+    at = concurrency.ran_at
+    if status == "still_rising":
+        out["knee"] = f"not reached (still rising at ×{at(knee_point)}, {format_rate(knee_point['throughput_bps'])})"
+    elif status == "single_step":
+        out["knee"] = "not found (one concurrency only)"
+    else:
+        out["knee"] = f"concurrency {at(knee_point)} — {format_rate(knee_point['throughput_bps'])}"
+    if peak:
+        out["peak"] = f"concurrency {at(peak)} — {format_rate(peak['throughput_bps'])}"
     return out
 
 
@@ -417,4 +536,7 @@ def view(v: dict) -> dict:
         said = {"bottleneck": v["cause"]} if v.get("cause") else {}
         text = v.get("headline", "")
     cause = said.get("bottleneck") or f"Not judged: {CAUSES['not_judged']}."
-    return {"badge": label, "css": css, "headline": text, "statements": said, "cause": cause}
+    shown = rows(v) if "samples_used" in v else {k: v[k] for k in ("knee_text",) if v.get(k)}
+    if "knee_text" in shown:
+        shown = {"knee": shown["knee_text"]}
+    return {"badge": label, "css": css, "headline": text, "statements": said, "cause": cause, "rows": shown}

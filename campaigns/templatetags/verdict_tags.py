@@ -13,3 +13,9 @@ register = template.Library()
 def verdict_view(verdict: dict | None) -> dict | None:
     """`{% with view=verdict|verdict_view %}`: badge, css, headline, statements, cause."""
     return verdicts.view(verdict) if verdict else None
+
+
+@register.filter
+def thin_samples(step: dict) -> str:
+    """A saturation-table step whose doors had too few samples, in the verdict's own words."""
+    return f"too few samples: {verdicts.thin_text(step)}"

@@ -272,6 +272,9 @@ class ProcStat:
     cpu_seconds: float  # utime + stime
     start_ticks: int  # clock ticks after boot: with the pid, identifies one incarnation
     rss_bytes: int
+    # cutime + cstime: the CPU of children it has waited for (a door's forked xrdcp --server
+    # for a root:// TPC copy counts here once it has ended, and in its own stat while it runs).
+    children_cpu_seconds: float = 0.0
 
 
 _PAGE = os.sysconf("SC_PAGE_SIZE")
@@ -295,7 +298,64 @@ def proc_stat(pid: int) -> ProcStat | None:
         cpu_seconds=(int(fields[11]) + int(fields[12])) / CLK_TCK,
         start_ticks=int(fields[19]),
         rss_bytes=int(fields[21]) * _PAGE,
+        children_cpu_seconds=(int(fields[13]) + int(fields[14])) / CLK_TCK,
     )
+
+
+def parents() -> dict[int, int]:
+    """Every process' parent: pid -> ppid, read once a tick to find a service's forked children."""
+    found = {}
+    for entry in PROC.iterdir():
+        if entry.name.isdigit() and (stat := proc_stat(int(entry.name))) is not None:
+            found[stat.pid] = stat.ppid
+    return found
+
+
+def descendants(pid: int, parent_of: dict[int, int]) -> list[int]:
+    """The live processes below pid (children, their children, ...)."""
+    children: dict[int, list[int]] = {}
+    for child, parent in parent_of.items():
+        children.setdefault(parent, []).append(child)
+    found, todo = [], list(children.get(pid, []))
+    while todo:
+        child = todo.pop()
+        found.append(child)
+        todo.extend(children.get(child, []))
+    return found
+
+
+def cpu_wait_seconds(pid: int) -> float | None:
+    """Seconds the process' threads have waited on a run queue for a CPU (schedstat's run_delay,
+    summed over /proc/<pid>/task/*): what says a daemon was starved of CPU, not merely beside a
+    busy machine; None where the kernel keeps no schedstats."""
+    total, found = 0, False
+    try:
+        tasks = list((PROC / str(pid) / "task").iterdir())
+    except (FileNotFoundError, ProcessLookupError, PermissionError, NotADirectoryError):
+        return None
+    for task in tasks:
+        try:
+            fields = (task / "schedstat").read_text().split()
+        except (FileNotFoundError, ProcessLookupError, PermissionError):
+            continue
+        if len(fields) >= 2:
+            total += int(fields[1])
+            found = True
+    return total / 1e9 if found else None
+
+
+def io_chars(pid: int) -> tuple[int, int] | None:
+    """(rchar, wchar) of /proc/<pid>/io: every byte the process read or wrote through a system
+    call, sockets and files alike (a door's data in and out); None where it may not be read."""
+    try:
+        text = (PROC / str(pid) / "io").read_text()
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return None
+    values = dict(line.split(": ", 1) for line in text.splitlines() if ": " in line)
+    try:
+        return int(values["rchar"]), int(values["wchar"])
+    except (KeyError, ValueError):
+        return None
 
 
 def pids_by_name(name: str) -> list[int]:

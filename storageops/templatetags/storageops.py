@@ -1,4 +1,7 @@
+from datetime import UTC, datetime
+
 from django import template
+from django.utils import timezone
 
 from storageops import units
 
@@ -60,3 +63,24 @@ def in_unit(value: float | None, unit: str) -> str:
     if unit == "s":
         return units.human_duration(value)
     return percent(value)
+
+
+@register.simple_tag
+def time_zone() -> str:
+    """The zone every time on the pages is shown in (settings.TIME_ZONE), by its name: pages say
+    it where they show times, and charts.js formats its axes and tooltips in it."""
+    return timezone.get_current_timezone_name()
+
+
+@register.filter
+def iso_time(value: str | None) -> datetime | None:
+    """An ISO 8601 time as the JSON documents hold them, as a datetime: `|date` after it shows it in
+    the site's zone like any other time (sliced, the text would stay in the zone it was written in)."""
+    if not value:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value)
+    except (TypeError, ValueError):
+        return None
+    # The documents are written in UTC; one without an offset is read so, not as local time.
+    return parsed if timezone.is_aware(parsed) else parsed.replace(tzinfo=UTC)

@@ -75,8 +75,11 @@ def test_the_partial_renders_a_comparison_rows_short_verdict():
         "bottleneck": {"title": "CPU of xrootd on door-a", "door": "door-a", "resource": "daemon_cpu",
                        "label": "xrootd", "value": 0.97},
         "doors_needed": 8,
+        "knee_text": "concurrency 4 — 300 MB/s",
+        "cause": "Bottleneck: CPU of xrootd on door-a at 97% (97 % of 1 core(s)) from concurrency 4.",
     }  # fmt: skip
     html = render_to_string("campaigns/partials/verdict.html", {"verdict": short})
-    assert "levelled off" in html and "CPU of xrootd on door-a: 97.0 %" in html
+    assert "levelled off" in html and "Bottleneck: CPU of xrootd on door-a at 97% (97 % of 1 core(s))" in html
+    assert '<dd data-verdict-row="knee">concurrency 4 — 300 MB/s</dd>' in html
     assert "Doors needed</dt><dd>8" in html and "Saturation per step" not in html
     assert "No verdict yet" in render_to_string("campaigns/partials/verdict.html", {"verdict": None})

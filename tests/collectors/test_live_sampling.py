@@ -63,3 +63,19 @@ def test_the_collector_loop_ticks_each_second_while_the_run_is_live(make_host):
     stamps = sorted(MetricSample.objects.filter(host=host, metric="cpu.percent").values_list("time", flat=True))
     gaps = [(b - a).total_seconds() for a, b in itertools.pairwise(stamps)][: while_live - 2]
     assert gaps and max(gaps) < 1.6, gaps
+
+
+def test_a_run_that_begins_mid_interval_is_sampled_within_a_second(make_host):
+    host = make_host(sample_interval=30)
+    run = run_over(host, "destination")
+    loop = CollectorLoop(host.name)
+    loop.start()
+    try:
+        time.sleep(1.5)
+        assert loop.ticks == 1  # the first tick; the next quiet one is 30 s away
+        Run.objects.filter(pk=run.pk).update(state="running", started_at=timezone.now())
+        time.sleep(2.5)
+        assert loop.ticks >= 3, loop.ticks
+    finally:
+        loop.stop()
+        loop.join(10)

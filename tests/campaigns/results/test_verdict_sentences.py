@@ -41,6 +41,10 @@ CURVES = {
 # Causes: the door's cpu.percent samples per step (a list per step), and overload errors in step 0.
 CAUSES = {
     "bottleneck": ([95, 95], False),
+    # Full at the first step only: the curve rose after it (or, one step, no curve to read).
+    "near_limit": ("first", False),
+    # The destination idle, the source door full at every step.
+    "far_side": ("source", False),
     "no_samples": (None, False),
     "thin_samples": ("thin", False),
     "overload_only": ([30, 30], True),
@@ -56,8 +60,9 @@ def possible() -> set[tuple[str, str]]:
     pairs = {(status, "not_judged") for status in ("no_data", "inconclusive")}
     for status in ("levelled", "still_rising", "single_step"):
         quiet = "nothing_yet" if status == "still_rising" else "elsewhere"
-        pairs |= {(status, cause) for cause in ("bottleneck", "no_samples", "thin_samples", "overload_only", quiet)}
-    return pairs
+        pairs |= {(status, cause) for cause in ("near_limit", "no_samples", "thin_samples", "overload_only", quiet)}
+    # A bottleneck needs a knee with a plateau after it: a curve that levelled.
+    return pairs | {("levelled", "bottleneck"), ("levelled", "far_side")}
 
 
 KINDS = sorted(possible())
@@ -73,9 +78,11 @@ def build(door: Host, status: str, cause: str) -> dict:
     src = endpoint("s-src", "mock://src.test/data/")
     dst = endpoint("s-dst", "mock://dst.test/data/")
     dst.hosts.set([door])
+    cpu, overload = CAUSES[cause]
+    if cpu == "source":
+        src.hosts.set([Host.objects.create(name="door-src", sample_interval=1)])
     obj = campaign("sentences", [src], [dst], concurrency_steps=concurrencies, step_seconds=STEP)
     run = runs.create_run(obj)
-    cpu, overload = CAUSES[cause]
     steps = []
     for i, (c, t) in enumerate(zip(concurrencies, throughputs, strict=True)):
         start = T0 + timedelta(seconds=i * STEP)
@@ -88,7 +95,19 @@ def build(door: Host, status: str, cause: str) -> dict:
         if overload and i == 0:
             row.update(files_ok=90, files_failed=10, errors={"checksum_timeout": 10})
         steps.append(row)
-        values = ([30] if i == 0 else [30, 30]) if cpu == "thin" else cpu
+        if cpu == "thin":
+            values = [30] if i == 0 else [30, 30]
+        elif cpu == "first":
+            values = [95, 95] if i == 0 else [30, 30]
+        elif cpu == "source":
+            values = [30, 30]
+            MetricSample.objects.bulk_create(
+                MetricSample(host=src.hosts.get(), metric="cpu.percent", time=start + timedelta(seconds=2 + 3 * k),
+                             value=95)
+                for k in range(2)
+            )  # fmt: skip
+        else:
+            values = cpu
         if values:
             MetricSample.objects.bulk_create(
                 MetricSample(host=door, metric="cpu.percent", time=start + timedelta(seconds=2 + 3 * k), value=v)
@@ -128,12 +147,11 @@ def test_the_headline_and_the_rows_say_the_same(door, status, cause):
     # A verdict describes a curve: its badge is never the green of a run that succeeded.
     assert badge != "succeeded"
     bottleneck = rows["Bottleneck"]
+    assert bottleneck == verdicts.view(verdict)["cause"]
     if verdict["bottleneck"]:
         b = verdict["bottleneck"]
-        assert b["title"] in headline and b["title"] in bottleneck
-        assert (
-            f"from concurrency {b['concurrency']}" in headline and f"from concurrency {b['concurrency']}" in bottleneck
-        )
+        assert bottleneck == said["bottleneck"] and bottleneck in headline and b["title"] in bottleneck
+        assert f"from concurrency {b['concurrency']}" in bottleneck
     elif cause == "not_judged":
         # No knee: the row says so, and the headline names no bottleneck and no saturation.
         assert bottleneck.startswith("Not judged")
@@ -145,6 +163,9 @@ def test_the_headline_and_the_rows_say_the_same(door, status, cause):
     if verdict["knee"]:
         c = verdict["knee"]["concurrency"]
         assert f"concurrency {c}" in headline or f"One concurrency only ({c}," in headline
+        # The Knee row agrees with the curve's sentence: a curve still rising has not reached one.
+        knee_row = {"still_rising": "not reached (still rising at ×", "single_step": "not found (one concurrency"}
+        assert rows["Knee"].startswith(knee_row.get(status, f"concurrency {c} — ")), rows["Knee"]
     else:
         assert "Knee" not in rows and "Knee at" not in headline
 

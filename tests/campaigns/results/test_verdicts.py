@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from campaigns import runs
-from campaigns.models import Run, RunStep
+from campaigns.models import Endpoint, Run, RunStep
 from campaigns.results import verdicts
 from collectors.models import Host, MetricSample
 from tests.support.factories import campaign, endpoint
@@ -58,7 +58,7 @@ def door(db) -> Host:
 
 
 def _run(door: Host, concurrencies: list[int], throughputs: list[float], **fields):
-    src = endpoint("v-src", "mock://src.test/data/")
+    src = Endpoint.objects.filter(name="v-src").first() or endpoint("v-src", "mock://src.test/data/")
     dst = endpoint("v-dst", "mock://dst.test/data/")
     dst.hosts.set([door])
     obj = campaign("verdict", [src], [dst], concurrency_steps=concurrencies, step_seconds=STEP, **fields)
@@ -82,7 +82,10 @@ def _samples(host: Host, step: int, metric: str, values: list[float], label: str
     )
 
 
-def test_the_first_resource_to_saturate_at_or_before_the_knee_is_named(door):
+def test_the_resource_saturated_at_the_knee_is_named_from_there(door):
+    """Both kinds of evidence (issue 43): the daemon full at a step, and the curve not rising
+    beyond noise after it. At 2 it was full while throughput still rose 12 % to 8; at the knee (4)
+    it was full and the curve stayed flat."""
     run, summary = _run(door, [1, 2, 4, 8], [100e6, 180e6, 200e6, 201e6])  # knee at 4
     for step, daemon in enumerate([50, 95, 99, 99]):
         _samples(door, step, "proc.cpu_percent", [daemon, daemon], "xrootd")
@@ -93,11 +96,39 @@ def test_the_first_resource_to_saturate_at_or_before_the_knee_is_named(door):
     verdict = verdicts.run_verdict(run, summary, T0 + timedelta(seconds=40))
     assert verdict["status"] == "levelled" and verdict["knee"]["concurrency"] == 4
     b = verdict["bottleneck"]
-    assert (b["door"], b["resource"], b["label"], b["concurrency"]) == ("door-a", "daemon_cpu", "xrootd", 2)
-    assert b["value"] == pytest.approx(0.95)
+    assert (b["door"], b["resource"], b["label"], b["concurrency"]) == ("door-a", "daemon_cpu", "xrootd", 4)
+    assert b["value"] == pytest.approx(0.99) and verdict["near_limit"] is None
     assert "CPU of xrootd on door-a" in verdict["headline"] and "Knee at concurrency 4" in verdict["headline"]
     step3 = {(r["resource"], r["label"]): r["value"] for r in verdict["saturation"][3]["readings"]}
     assert step3[("network", "eth0")] == pytest.approx(1.2e9 * 8 / 10e9)
+
+
+def test_a_resource_full_while_throughput_still_doubles_is_near_its_limit_not_the_bottleneck(door):
+    """The demo's first run: 'Bottleneck: CPU on door2 99.8 % from concurrency 2' while throughput
+    doubled after that step (12.5 -> 24.1 MB/s) and the headline said still rising."""
+    run, summary = _run(door, [1, 2, 4], [6.2e6, 12.5e6, 24.1e6])
+    for step in range(3):
+        _samples(door, step, "cpu.percent", [60, 60] if step == 0 else [99.8, 99.8])
+    verdict = verdicts.run_verdict(run, summary, T0 + timedelta(seconds=30))
+    assert verdict["status"] == "still_rising" and verdict["bottleneck"] is None
+    assert verdicts.kind(verdict) == ("still_rising", "near_limit")
+    assert "Bottleneck" not in verdict["headline"], verdict["headline"]
+    assert verdict["headline"].endswith(
+        "Near its limit: CPU (all cores) on door-a at 100% (100 % of all cores) at concurrency 4, the last step; "
+        "a step beyond it must tell whether it holds the curve back."
+    ), verdict["headline"]
+    assert verdicts.rows(verdict)["knee"] == "not reached (still rising at ×4, 24.1 MB/s)"
+
+
+def test_a_resource_full_before_the_knee_is_said_with_the_rise_after_it(door):
+    run, summary = _run(door, [1, 2, 4, 8], [6.2e6, 12.5e6, 24.1e6, 24.3e6])
+    _samples(door, 1, "cpu.percent", [92, 92])
+    verdict = verdicts.run_verdict(run, summary, T0 + timedelta(seconds=40))
+    assert verdict["status"] == "levelled" and verdict["bottleneck"] is None
+    assert (
+        "Near its limit, not yet the limit: CPU (all cores) on door-a at 92% (92 % of all cores) at concurrency 2, "
+        "while throughput still rose 94% to concurrency 8." in verdict["headline"]
+    ), verdict["headline"]
 
 
 def test_a_daemon_allowed_two_cores_is_not_saturated_at_one(door):
@@ -139,7 +170,7 @@ def test_overload_errors_are_named_when_no_resource_saturated(door):
     _samples(door, 0, "cpu.percent", [20])
     verdict = verdicts.run_verdict(run, summary, T0 + timedelta(seconds=30))
     assert verdict["overload_errors"] == {"step": 0, "concurrency": 2, "rate": pytest.approx(0.08)}
-    assert "checksum timeouts" in verdict["headline"] and "From concurrency 2, 8%" in verdict["headline"]
+    assert "checksum timeouts" in verdict["headline"] and "From concurrency 2, 8.0%" in verdict["headline"]
 
 
 def _with_target_rate(run: Run, bps: int | None) -> Run:
@@ -269,7 +300,10 @@ def test_a_door_with_a_single_sample_in_a_step_is_not_judged_there(door):
     assert verdict["bottleneck"] is None
     assert verdict["saturation"][0]["not_enough_samples"] == {door.name: 1}
     assert verdict["saturation"][0]["readings"] == []
-    assert f"not enough samples ({door.name}: 1 in the step at concurrency 1)" in verdict["headline"]
+    assert (
+        f"not enough samples ({door.name}: 1 sample in the step at concurrency 1 of 10 s, 2 needed: its collector "
+        "samples every 1 s, so steps of at least 3 s (or a shorter sample interval))" in verdict["headline"]
+    ), verdict["headline"]
 
 
 @pytest.mark.parametrize("mode", ["pull", "push"])
@@ -313,3 +347,36 @@ def _transfer_twin(run: Run, steps: list[dict]) -> tuple[Run, dict]:
     run.snapshot["parameters"]["kind"] = "transfer"
     run.save(update_fields=["snapshot"])
     return Run.objects.get(pk=run.pk), {"steps": steps, "doors": {}}
+
+
+def test_a_door_at_its_configured_data_rate_is_named_by_its_rate_not_its_cpu(door):
+    run, summary = _run(door, [1, 2, 4, 8], [4.1e6, 7.6e6, 7.9e6, 7.9e6])  # knee at 2
+    for step, rate in enumerate([4.1e6, 7.7e6, 7.95e6, 7.9e6]):
+        _samples(door, step, "proc.io_bps", [rate, rate], "xrootd")
+        _samples(door, step, "door.rate_limit_bps", [8e6, 8e6], "door2.cfg")
+        _samples(door, step, "cpu.percent", [12, 12])
+    verdict = verdicts.run_verdict(run, summary, T0 + timedelta(seconds=40))
+    b = verdict["bottleneck"]
+    assert (b["resource"], b["label"], b["concurrency"]) == ("rate", "xrootd", 2), verdict["headline"]
+    assert verdict["headline"].endswith(
+        "Bottleneck: data-rate limit of xrootd on door-a at 96% (7.7 MB/s through xrootd against the 8 MB/s its "
+        "door2.cfg allows) from concurrency 2."
+    ), verdict["headline"]
+
+
+def test_a_slow_source_is_named_as_the_other_side(door):
+    source = Host.objects.create(name="door-src", sample_interval=1)
+    src = endpoint("v-src", "mock://src.test/data/")
+    src.hosts.set([source])  # before the run: its snapshot freezes the hosts of both sides
+    run, summary = _run(door, [1, 2, 4], [3.9e6, 4.0e6, 4.0e6])  # levelled from 1
+    for step in range(3):
+        _samples(door, step, "cpu.percent", [10, 10])
+        _samples(source, step, "proc.io_bps", [3.95e6, 3.95e6], "xrootd")
+        _samples(source, step, "door.rate_limit_bps", [4e6, 4e6], "door1.cfg")
+    verdict = verdicts.run_verdict(run, summary, T0 + timedelta(seconds=30))
+    assert verdict["bottleneck"] is None and verdicts.kind(verdict) == ("levelled", "far_side")
+    assert (
+        "Nothing saturated on the destination doors at the knee: the limit is elsewhere, on the source side: "
+        "data-rate limit of xrootd on door-src at 99% (4.0 MB/s through xrootd against the 4 MB/s its door1.cfg "
+        "allows) from concurrency 1." in verdict["headline"]
+    ), verdict["headline"]
