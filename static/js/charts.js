@@ -36,28 +36,196 @@
     return function (v) { return si(v, unit); };
   }
 
+  /* ---- Times: in the site's zone, 24-hour ---------------------------------------------- */
+
+  /* The date adapter formats in the browser's zone; every time on the pages is in the site's
+     (settings.TIME_ZONE, named on <body data-time-zone>), so the time axes and tooltips are
+     formatted here, in that zone, and their title names it: a chart reads the same on any
+     machine, and the PDF the same as the page. */
+  var DAY_MS = 86400000;
+  var FIELDS = { yyyy: "year", MM: "month", dd: "day", HH: "hour", mm: "minute", ss: "second" };
+  // Finer than a day, a tick's date goes without saying unless the axis spans more than a day.
+  var TICK_PATTERN = { millisecond: "HH:mm:ss", second: "HH:mm:ss", minute: "HH:mm", hour: "HH:mm", day: "MM-dd",
+    week: "MM-dd", month: "yyyy-MM", quarter: "yyyy-MM", year: "yyyy" };
+  var UNIT_MS = { millisecond: 1, second: 1000, minute: 60000, hour: 3600000 };
+
+  var zone = "UTC", wallClock;
+  function siteZone() { return zone; }
+
+  function clockOf(name) {
+    return new Intl.DateTimeFormat("en-GB", { timeZone: name, hourCycle: "h23", year: "numeric", month: "2-digit",
+      day: "2-digit", hour: "2-digit", minute: "2-digit", second: "2-digit" });
+  }
+
+  function startClock() {
+    zone = document.body.getAttribute("data-time-zone") || "UTC";
+    try { wallClock = clockOf(zone); } catch (err) {
+      // A zone the server knows but this browser does not: UTC, which the axes then name.
+      console.error(err);
+      zone = "UTC";
+      wallClock = clockOf(zone);
+    }
+  }
+
+  function wallParts(ms) {
+    var parts = {};
+    wallClock.formatToParts(new Date(ms)).forEach(function (p) { parts[p.type] = p.value; });
+    return parts;
+  }
+
+  /* `ms` in the site's zone after `pattern`, of the tokens of FIELDS ("yyyy-MM-dd HH:mm:ss"). */
+  function inZone(ms, pattern) {
+    var parts = wallParts(ms);
+    return pattern.replace(/yyyy|MM|dd|HH|mm|ss/g, function (token) { return parts[FIELDS[token]]; });
+  }
+
+  /* How far the site's clock is ahead of UTC at `ms`. */
+  function zoneOffset(ms) {
+    var p = wallParts(ms);
+    return Date.UTC(+p.year, p.month - 1, +p.day, +p.hour, +p.minute, +p.second) - Math.floor(ms / 1000) * 1000;
+  }
+
+  /* Chart.js puts ticks on the browser's hours and midnights: moved onto the site's, so a day's
+     tick is at the site's midnight (the shift is a whole number of a finer unit's steps unless
+     the zones differ by a fraction of it, as India's half hour does). */
+  function alignTicks(axis) {
+    var step = UNIT_MS[axis._unit];
+    axis.ticks = axis.ticks.map(function (tick) {
+      var shift = zoneOffset(tick.value) - (-new Date(tick.value).getTimezoneOffset() * 60000);
+      if (step) shift = shift % step;
+      return { value: tick.value - shift, major: tick.major };
+    }).filter(function (tick) { return tick.value >= axis.min && tick.value <= axis.max; });
+  }
+
+  // Steps finer than a day a time axis is ticked at, in seconds: the ticks land on round times
+  // of the site's clock (14:05, 14:10), not every 38 s from wherever the axis starts.
+  var ROUND_STEPS = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200];
+
+  function roundStep(axis) {
+    var span = (axis.max - axis.min) / 1000, most = axis.options.ticks.maxTicksLimit;
+    return ROUND_STEPS.filter(function (step) { return span / step <= most; })[0];
+  }
+
+  function onRoundTimes(axis) {
+    var step = UNIT_MS[axis._unit] && roundStep(axis);
+    if (!step) return;
+    axis.ticks = axis.ticks.filter(function (tick) {
+      var p = wallParts(tick.value);
+      return (p.hour * 3600 + p.minute * 60 + Number(p.second)) % step === 0;
+    });
+  }
+
+  function siteTicks(axis) {
+    alignTicks(axis);
+    onRoundTimes(axis);
+  }
+
+  function tickLabel(axis, value) {
+    var pattern = TICK_PATTERN[axis._unit] || "HH:mm:ss";
+    if (UNIT_MS[axis._unit] && axis.max - axis.min > DAY_MS) pattern = "MM-dd " + pattern;
+    return inZone(value, pattern);
+  }
+
+  function tooltipTime(items) { return items.length ? inZone(items[0].parsed.x, "yyyy-MM-dd HH:mm:ss") : ""; }
+
   /* ---- Annotations ---------------------------------------------------------------------- */
 
+  /* Each event is a vertical line with its name at its foot, centred on the line and kept inside
+     the plot (the plugin's placing, repeated here to know where each name lands). Names closer
+     than their widths would be drawn over each other: each goes up to the lowest row where it
+     clears the names already placed, and past the rows the plot has room for, it shows only while
+     the pointer is on its line. */
+  var EVENT_FONT = { size: 10, weight: "bold" };
+  var LABEL_PADDING = 6, LABEL_GAP = 4, ROW_GAP = 3, MAX_ROWS = 3, HIT_TOLERANCE = 4;
+
+  function eventFont() { return window.Chart.helpers.toFont(EVENT_FONT); }
+  function rowHeight() { return eventFont().lineHeight + 2 * LABEL_PADDING + ROW_GAP; }
+
+  function labelWidth(chart, text) {
+    var ctx = chart.ctx;
+    ctx.save();
+    ctx.font = eventFont().string;
+    var width = ctx.measureText(text).width + 2 * LABEL_PADDING;
+    ctx.restore();
+    return width;
+  }
+
+  function labelBox(chart, mark) {
+    var area = chart.chartArea, width = labelWidth(chart, mark.text);
+    var lo = area.left + LABEL_PADDING + width / 2, hi = area.right - LABEL_PADDING - width / 2;
+    var centre = lo > hi ? (area.left + area.right) / 2 : Math.min(Math.max(chart.scales.x.getPixelForValue(mark.x), lo), hi);
+    return { left: centre - width / 2, right: centre + width / 2 };
+  }
+
+  /* Each label's place: its row (0 at the foot), placed left to right, each in the lowest row
+     whose last label ends before it starts; one with no row left is crowded, shown on hover in
+     the row above the others. */
+  function labelPlaces(chart, marks) {
+    var room = Math.max(1, Math.min(MAX_ROWS, Math.floor(chart.chartArea.height / 2 / rowHeight())));
+    var boxes = marks.map(function (m, i) { return Object.assign({ i: i }, labelBox(chart, m)); });
+    boxes.sort(function (a, b) { return a.left - b.left; });
+    var ends = [], places = [];
+    boxes.forEach(function (box) {
+      var row = 0;
+      while (row < ends.length && ends[row] + LABEL_GAP > box.left) row++;
+      places[box.i] = { row: Math.min(row, room), crowded: row >= room };
+      if (row < room) ends[row] = box.right;
+    });
+    return places;
+  }
+
+  /* The places, worked out again only when the plot or its time range changed. */
+  function placesOf(marks) {
+    var key, places;
+    return function (chart) {
+      var a = chart.chartArea, x = chart.scales.x;
+      var now = [a.left, a.right, a.top, a.bottom, x.min, x.max, window.Chart.defaults.font.family].join();
+      if (now !== key) { key = now; places = labelPlaces(chart, marks); }
+      return places;
+    };
+  }
+
+  /* A crowded event's name while the pointer is on its line; the others are always shown. */
+  function reveal(place, shown) {
+    return function (ctx) {
+      if (!place(ctx.chart).crowded || !ctx.element.label) return false;
+      ctx.element.label.options.display = shown;
+      return true;
+    };
+  }
+
+  function eventLine(mark, place) {
+    var warn = mark.disturbing;
+    return {
+      type: "line",
+      xMin: mark.x,
+      xMax: mark.x,
+      borderColor: warn ? "#d97706" : "#64748b",
+      borderWidth: warn ? 2 : 1,
+      borderDash: warn ? [] : [4, 4],
+      hitTolerance: HIT_TOLERANCE,
+      enter: reveal(place, true),
+      leave: reveal(place, false),
+      label: {
+        display: function (ctx) { return !place(ctx.chart).crowded; },
+        content: mark.text,
+        position: "start",
+        yAdjust: function (ctx) { return -place(ctx.chart).row * rowHeight(); },
+        font: EVENT_FONT,
+        padding: LABEL_PADDING,
+        backgroundColor: warn ? "rgba(217,119,6,0.85)" : "rgba(100,116,139,0.8)",
+      },
+    };
+  }
+
   function annotations(events, origin) {
-    var out = {};
-    (events || []).forEach(function (e, i) {
-      var x = origin === undefined ? e.time : (e.time - origin) / 1000;
-      var warn = e.disturbing;
-      out["event" + i] = {
-        type: "line",
-        xMin: x,
-        xMax: x,
-        borderColor: warn ? "#d97706" : "#64748b",
-        borderWidth: warn ? 2 : 1,
-        borderDash: warn ? [] : [4, 4],
-        label: {
-          display: true,
-          content: e.label + (e.host ? " · " + e.host : ""),
-          position: "start",
-          font: { size: 10 },
-          backgroundColor: warn ? "rgba(217,119,6,0.85)" : "rgba(100,116,139,0.8)",
-        },
-      };
+    var marks = (events || []).map(function (e) {
+      return { x: origin === undefined ? e.time : (e.time - origin) / 1000, text: e.label + (e.host ? " · " + e.host : ""),
+        disturbing: e.disturbing };
+    });
+    var places = placesOf(marks), out = {};
+    marks.forEach(function (mark, i) {
+      out["event" + i] = eventLine(mark, function (chart) { return places(chart)[i]; });
     });
     return out;
   }
@@ -69,9 +237,10 @@
       type: "time",
       min: min,
       max: max,
-      title: { display: true, text: "time" },
-      time: { minUnit: "second", tooltipFormat: "yyyy-MM-dd HH:mm:ss" },
-      ticks: { maxRotation: 0, autoSkip: true, maxTicksLimit: 8 },
+      title: { display: true, text: "time (" + siteZone() + ")" },
+      time: { minUnit: "second" },
+      afterBuildTicks: siteTicks,
+      ticks: { maxRotation: 0, autoSkip: true, maxTicksLimit: 8, callback: function (value) { return tickLabel(this, value); } },
     };
   }
 
@@ -82,6 +251,14 @@
 
   function makeChart(canvas, type, datasets, scales, events, origin) {
     var existing = canvas._chart;
+    var callbacks = {
+      label: function (ctx) {
+        var unit = ctx.dataset.unit || "";
+        var y = ctx.parsed.y;
+        return ctx.dataset.label + ": " + formatter(unit)(y);
+      },
+    };
+    if (scales.x && scales.x.type === "time") callbacks.title = tooltipTime;
     var options = {
       responsive: true,
       maintainAspectRatio: false,
@@ -92,15 +269,7 @@
       plugins: {
         legend: { position: "bottom", labels: { boxWidth: 12 } },
         annotation: { annotations: annotations(events, origin) },
-        tooltip: {
-          callbacks: {
-            label: function (ctx) {
-              var unit = ctx.dataset.unit || "";
-              var y = ctx.parsed.y;
-              return ctx.dataset.label + ": " + formatter(unit)(y);
-            },
-          },
-        },
+        tooltip: { callbacks: callbacks },
       },
     };
     if (existing) {
@@ -612,6 +781,7 @@
 
   document.addEventListener("DOMContentLoaded", function () {
     if (!window.Chart) return;
+    startClock();
     if (window.StorageOps) window.StorageOps.applyChartTheme();
     document.querySelectorAll("[data-charts]").forEach(chartSection);
   });
