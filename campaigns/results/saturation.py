@@ -98,13 +98,19 @@ def readings(host: Host, means: dict[tuple[str, str], float]) -> list[Reading]:
     """A host's resources as fractions of their capacity, from its mean samples over a window."""
     out: list[Reading] = []
     door = host.name
+    # A daemon held by its own CPU quota waits for its quota, not for the host's cores: its wait
+    # says nothing of the host (its quota reading names that limit).
     waits = {label: v for (metric, label), v in means.items() if metric == "proc.cpu_wait_per_s"}
+    free = {label: v for label, v in waits.items() if not _quota_bound(label, means)}
     if (cpu := means.get(("cpu.percent", ""))) is not None:
         detail, binding = f"{cpu:.0f} % of all cores", True
-        if waits:
-            waited = max(waits.values())
+        if free:
+            waited = max(free.values())
             binding = waited >= STARVED_WAIT
             detail += f"; its door waited {waited:.2f} s a second for a CPU" + ("" if binding else ": not starved")
+        elif waits:
+            binding = False
+            detail += "; its door waited for its own CPU quota, not for the host's cores"
         out.append(Reading(door, "cpu", "", cpu / 100, detail, binding=binding))
     for (metric, label), value in sorted(means.items()):
         if metric == "proc.cpu_percent":
@@ -131,6 +137,11 @@ def readings(host: Host, means: dict[tuple[str, str], float]) -> list[Reading]:
     if used is not None and total:
         out.append(Reading(door, "memory", "", used / total, f"{used / 2**30:.1f} of {total / 2**30:.1f} GiB used"))
     return out
+
+
+def _quota_bound(label: str, means: dict[tuple[str, str], float]) -> bool:
+    throttled = means.get(("proc.cpu_throttled_percent", label))
+    return means.get(("proc.cpu_quota_cores", label)) is not None and (throttled or 0) >= THROTTLED_PERCENT
 
 
 def _rate_limit(door: str, means: dict[tuple[str, str], float]) -> list[Reading]:

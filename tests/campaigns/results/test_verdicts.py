@@ -380,3 +380,21 @@ def test_a_slow_source_is_named_as_the_other_side(door):
         "data-rate limit of xrootd on door-src at 99% (4.0 MB/s through xrootd against the 4 MB/s its door1.cfg "
         "allows) from concurrency 1." in verdict["headline"]
     ), verdict["headline"]
+
+
+def test_a_full_host_beside_a_door_held_by_its_own_quota_is_not_the_hosts_cpu(door):
+    """The door waited for its quota, not for the host's cores: its quota is named even where the
+    host's CPU read fuller (a known-cause run once named 'CPU (all cores) on door2 at 90 %')."""
+    run, summary = _run(door, [1, 2, 4], [140e6, 142e6, 141e6])
+    for step in range(3):
+        _samples(door, step, "cpu.percent", [95, 95])
+        _samples(door, step, "proc.cpu_percent", [9.5, 9.5], "xrootd")
+        _samples(door, step, "proc.cpus_allowed", [0.1, 0.1], "xrootd")
+        _samples(door, step, "proc.cpu_quota_cores", [0.1, 0.1], "xrootd")
+        _samples(door, step, "proc.cpu_throttled_percent", [91, 91], "xrootd")
+        _samples(door, step, "proc.cpu_wait_per_s", [0.3, 0.3], "xrootd")
+    verdict = verdicts.run_verdict(run, summary, T0 + timedelta(seconds=30))
+    b = verdict["bottleneck"]
+    assert (b["resource"], b["label"]) == ("daemon_cpu", "xrootd") and b["title"].startswith("CPU quota"), verdict
+    host_cpu = next(r for r in verdict["saturation"][0]["readings"] if r["resource"] == "cpu")
+    assert not host_cpu["binding"] and "its own CPU quota" in host_cpu["detail"]
