@@ -35,6 +35,7 @@ _FIELDS = (
     "source_endpoint_id",
     "destination_endpoint_id",
     "transfer_host",
+    "copy_mode",
 )
 
 
@@ -186,6 +187,24 @@ def _datetime(epoch: float | None) -> datetime | None:
     return None if epoch is None else datetime.fromtimestamp(epoch, tz=UTC)
 
 
+def modes_used(counts: Counter) -> str:
+    """What a step's copies reported, for its table: the mode alone when they agree, else each
+    with its count, most used first ("3rd pull 12, streamed 2"); empty when none said."""
+    if len(counts) == 1:
+        return next(iter(counts))
+    return ", ".join(f"{mode} {n}" for mode, n in counts.most_common())
+
+
+def step_modes(spec: RunSpec, index: int, counts: Counter) -> dict:
+    """A step's copy mode as asked (its point's, a sweep may change it) beside the ones used."""
+    point = spec.point_of(index)
+    return {
+        "mode_asked": point.tpc_mode if point else None,
+        "copy_modes": dict(counts.most_common()),
+        "mode_used": modes_used(counts),
+    }
+
+
 def door_names(endpoint_ids: Iterable[int]) -> dict[int, str]:
     """A door is a host serving the endpoint; without registered hosts, the URL's host:port."""
     names: dict[int, str] = {}
@@ -217,7 +236,9 @@ def run_summary(run: Run, exclude: list[tuple[datetime, datetime]] | None = None
     intervals: concurrency.Intervals = defaultdict(list)
     spec = RunSpec.of(run)
     by_client: dict[str, Aggregate] | None = defaultdict(new) if spec.clients else None
-    for step, state, size, moved, started, finished, duration, category, src, dst, host in _rows(run):
+    # The mode gfal2 (or FTS) reported per copy: a step asked one, and its copies may not all agree.
+    modes_of: dict[int, Counter] = defaultdict(Counter)
+    for step, state, size, moved, started, finished, duration, category, src, dst, host, mode in _rows(run):
         if concurrency.ran(state, step, started, finished):
             intervals[step].append((started, finished))
         if cut and started and finished and any(started <= hi and finished >= lo for lo, hi in cut):
@@ -235,6 +256,8 @@ def run_summary(run: Run, exclude: list[tuple[datetime, datetime]] | None = None
                     measured_until=window.until if window else None,
                 )
             steps[step].add(*values)
+            if mode:
+                modes_of[step][mode] += 1
         by_destination[dst].add(*values)
         by_source[src].add(*values)
         if by_client is not None:
@@ -255,7 +278,15 @@ def run_summary(run: Run, exclude: list[tuple[datetime, datetime]] | None = None
         "total": total.as_dict(),
         "steps": concurrency.with_achieved(
             run,
-            [{"step": index, **spec.step_point(index), **steps[index].as_dict()} for index in sorted(steps)],
+            [
+                {
+                    "step": index,
+                    **spec.step_point(index),
+                    **steps[index].as_dict(),
+                    **step_modes(spec, index, modes_of[index]),
+                }
+                for index in sorted(steps)
+            ],
             intervals,
             windows=windows,
         ),

@@ -97,3 +97,42 @@ def disturbance_report(run: Run, margin: timedelta | None = None) -> dict:
         "margin_seconds": margin.total_seconds(),
         "trimmed": {"total": trimmed["total"], "steps": trimmed["steps"], "left_out": trimmed.get("left_out", {})},
     }
+
+
+def left_out_note(run: Run, summary: dict | None) -> dict | None:
+    """What the run page's "disturbed" banner says, read from the stored report alone (so it
+    holds for runs finished before it existed, and after retention deleted their rows): what
+    was left out (copies, bytes, and the seconds of the run's own window: a margin reaching
+    past the run's ends leaves out nothing there), and what remains, or None in `remains` when
+    no copy does, `covers_run` saying whether that is because the windows cover the whole run.
+    None for a run without a disturbance report."""
+    from campaigns.results.analysis import active_window
+
+    report = (summary or {}).get("disturbance")
+    if not report:
+        return None
+    trimmed = report.get("trimmed") or {}
+    left = trimmed.get("left_out") or {}
+    windows = [(datetime.fromisoformat(lo), datetime.fromisoformat(hi)) for lo, hi in left.get("windows", [])]
+    span = run_window(run)
+    run_seconds = (span[1] - span[0]).total_seconds() if span else 0.0
+    # The windows are merged (excluded_windows): what they take of the run is what is not active.
+    cut = run_seconds - active_window(span[0], span[1], windows) if span else 0.0
+    total = trimmed.get("total") or {}
+    copies = (total.get("files_ok") or 0) + (total.get("files_failed") or 0)
+    remains = None
+    if copies:
+        remains = {
+            "transfers": copies,
+            "bytes": total.get("bytes") or 0,
+            "seconds": total.get("window_seconds") or 0.0,
+            "throughput_bps": total.get("throughput_bps"),
+            "success_rate": total.get("success_rate"),
+        }
+    return {
+        "margin_seconds": report.get("margin_seconds"),
+        "events": len(report.get("events", [])),
+        "left_out": {"transfers": left.get("transfers", 0), "bytes": left.get("bytes", 0), "seconds": round(cut, 3)},
+        "remains": remains,
+        "covers_run": span is not None and cut >= run_seconds,
+    }

@@ -16,6 +16,8 @@ TRANSFER_COLUMNS = (
     "index", "step", "state", "attempt", "source", "destination", "size", "started_at", "finished_at", "duration",
     "bytes_transferred", "throughput_bps", "error_category", "error_code", "error_message", "copy_mode",
     "source_checksum", "destination_checksum", "transfer_host", "fts_job_id", "fts_file_id",
+    # Appended, never inserted: readers pick the earlier columns by position.
+    "complete_on_destination",
 )  # fmt: skip
 _CHUNK = 5000
 
@@ -56,15 +58,19 @@ def transfers_json(run: Run) -> Iterator[str]:
 
 
 ACHIEVED_COLUMNS = ("achieved_mean", "achieved_max", "off_target")
+# A step measured after its warm-up (FTS): how long the warm-up was, and where its window starts.
+MEASURED_COLUMNS = ("warmup_seconds", "measured_from")
 
 
 def _step_columns(run: Run) -> tuple[str, ...]:
     # A sweep's swept knobs follow the concurrency: each row is its step's full point. Last, what
     # the step achieved (concurrency.achieved: copies in flight, mean and max, off target), added
-    # at the end so that the columns a reader already picks by position stay where they were.
+    # at the end so that the columns a reader already picks by position stay where they were; the
+    # warm-up after them, for the same reason.
     axes = tuple(RunSpec.of(run).swept_axes)
     return ("step", "concurrency", *axes, "files_ok", "files_failed", "bytes", "window_seconds",
-            "throughput_bps", "success_rate", "duration_p50", "duration_p95", *ACHIEVED_COLUMNS)  # fmt: skip
+            "throughput_bps", "success_rate", "duration_p50", "duration_p95", *ACHIEVED_COLUMNS,
+            *MEASURED_COLUMNS)  # fmt: skip
 
 
 def _step_values(columns: tuple[str, ...], step: dict) -> list:

@@ -20,7 +20,7 @@ from django.views.generic import DetailView, ListView
 from campaigns import runs, sweeps
 from campaigns.choices import ErrorCategory
 from campaigns.models import Run, Transfer, engine_registry
-from campaigns.results import analysis, baseline_choice, charts, readers, verdicts
+from campaigns.results import analysis, baseline_choice, charts, disturbance, readers, verdicts
 from campaigns.spec import RunSpec
 from campaigns.web import chart_registry, shared_partials
 from campaigns.web.filters import TransferFilter
@@ -68,6 +68,7 @@ class RunDetailView(DetailView):
         context["transfer_filter_html"] = transfer_filter_html()
         # A live run shows its progress and charts; its result tables come when it ends.
         context["result"] = readers.stored(self.object)
+        context["disturbance"] = disturbance.left_out_note(self.object, context["result"])
         context["byte_budget"] = readers.byte_budget(self.object)
         context["retryable"] = runs.retryable_count(self.object)
         context["retry_ids"] = list(
@@ -198,7 +199,7 @@ def run_transfers(request: HttpRequest, pk: int) -> HttpResponse:
         rows = list(
             queryset.only(
                 "index", "step", "state", "attempt", "source", "destination", "size", "started_at", "duration",
-                "throughput_bps", "error_category", "error_message", "run_id",
+                "throughput_bps", "copy_mode", "error_category", "error_message", "run_id",
             )[: TRANSFER_PAGE + 1]
         )  # fmt: skip
     query = request.GET.copy()

@@ -11,10 +11,15 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from campaigns.models import Run, Transfer
 from campaigns.reports import content, render
+from campaigns.results import analysis
+from campaigns.runs.engines.gfal2.client import Gfal2Copier
 from storageops import roles
 from tests.support.api import api
+from tests.support.factories import mock_campaign
 from tests.support.report_runs import PROXY, SECRETS, reported_run
+from tests.support.runs import drive
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -102,3 +107,76 @@ def test_frozen_set_up_leaves_out_what_names_a_secret(run):
     assert destination["has_token"] is True and destination["name"] == "report-dst"
     assert [key for key in frozen["parameters"] if content.is_secret(key)] == []
     assert content.is_secret("bearer_token") and content.is_secret("ca_dir") and not content.is_secret("has_token")
+
+
+def _pages(client, viewer, run) -> tuple[str, str, str]:
+    """The run page, its transfers table and the run's report, as a viewer gets them."""
+    client.force_login(viewer)
+    page = client.get(run.get_absolute_url()).content.decode()
+    transfers = client.get(f"/campaigns/runs/{run.pk}/transfers/").content.decode()
+    report = client.get(f"/campaigns/runs/{run.pk}/report.html").content.decode()
+    return page, transfers, report
+
+
+def test_the_copy_mode_each_copy_used_per_step_and_per_transfer_on_the_page_and_in_the_report(
+    client, viewer, monkeypatch
+):
+    # The mock plugin reports no mode: say what a davs door's gfal2 would, two copies of the
+    # second step falling back to streaming, as the real copier records it.
+    real_copy = Gfal2Copier.copy
+
+    def reporting(self, job):
+        result = real_copy(self, job)
+        result.copy_mode = "streamed" if job.step == 1 and job.index % 5 == 0 else "3rd pull"
+        return result
+
+    monkeypatch.setattr(Gfal2Copier, "copy", reporting)
+    run = drive(mock_campaign("modes", file_count=20, concurrency_steps=[1, 2], step_files=10, tpc_mode="pull"))
+    rows = Transfer.objects.filter(run=run)
+    assert sorted(rows.filter(copy_mode="streamed").values_list("step", "index")) == [(1, 10), (1, 15)]
+    assert [(s["mode_asked"], s["copy_modes"]) for s in run.summary["steps"]] == [
+        ("pull", {"3rd pull": 10}),
+        ("pull", {"3rd pull": 8, "streamed": 2}),
+    ]
+    page, transfers, report = _pages(client, viewer, run)
+    for html in (page, report):
+        assert [row[-2:] for row in _cells(html, "step-table")] == [
+            ["pull", "3rd pull"],
+            ["pull", "3rd pull 8, streamed 2"],
+        ]
+    assert _cells(report, "step-table") == _cells(page, "step-table")
+    shown = dict(re.findall(r'<tr><td class="num">(\d+)</td>.*?data-mode>([^<]*)<', transfers, re.S))
+    assert shown == {str(t.index): t.copy_mode for t in rows}
+    assert shown["15"] == "streamed" and shown["3"] == "3rd pull"
+
+
+def test_a_pooled_runs_report_has_the_clients_table_of_its_page(client, viewer):
+    # A pool of two clients as the driver leaves it (tests/campaigns/runs/test_client_pool.py
+    # runs real ones): each transfer ended by one, the summary computed from the rows, and what
+    # each client's worker used beside it, c2 lost mid-run.
+    run = drive(mock_campaign("pooled", file_count=12, concurrency_steps=[2]))
+    Transfer.objects.filter(run=run, index__lt=8).update(transfer_host="c1")
+    Transfer.objects.filter(run=run, index__gte=8).update(transfer_host="c2")
+    snapshot = {**run.snapshot, "clients": [{"name": "c1", "weight": 2}, {"name": "c2", "weight": 1}]}
+    Run.objects.filter(pk=run.pk).update(snapshot=snapshot)
+    run = Run.objects.get(pk=run.pk)
+    pool = {
+        "c1": {"weight": 2, "cpu_seconds": 3.4, "nic": {"eth0": [1_000_000, 2_000_000]}, "lost": ""},
+        "c2": {"weight": 1, "cpu_seconds": 1.5, "nic": {"eth0": [500_000, 0]}, "lost": "no heartbeat for 30 s"},
+    }
+    Run.objects.filter(pk=run.pk).update(summary={**run.summary, **analysis.run_summary(run), "client_pool": pool})
+    run = Run.objects.get(pk=run.pk)
+    figures = run.summary["clients"]
+    assert {name: f["files_ok"] for name, f in figures.items()} == {"c1": 8, "c2": 4}
+    page, _, report = _pages(client, viewer, run)
+    table = _cells(report, "client-table")
+    assert table == _cells(page, "client-table")
+    assert [row[:4] for row in table] == [["c1", "2", "8", "0"], ["c2", "1", "4", "0"]]
+    assert [row[7] for row in table] == ["3.4 s", "1.5 s"]
+    assert [row[-1] for row in table] == ["", "no heartbeat for 30 s"]
+    assert 'data-client="c2" class="bad"' in report
+
+
+def test_a_run_without_a_pool_has_no_clients_table(client, viewer, run):
+    page, _, report = _pages(client, viewer, run)
+    assert 'id="client-table"' not in page and 'id="client-table"' not in report

@@ -3,15 +3,20 @@ those events, and the trimmed figures leave out the minutes around them."""
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from django.utils import timezone
 
 from campaigns.models import Run, Transfer
 from campaigns.results import analysis, disturbance
+from campaigns.results.finalize import compute_summary
 from collectors.events import log_event
 from collectors.models import Host
+from storageops import units
 from tests.support.factories import mock_campaign
+from tests.support.runs import drive
 
 pytestmark = pytest.mark.django_db
 
@@ -80,3 +85,74 @@ def test_backend_and_site_wide_events_apply_too(run):
     run.refresh_from_db()
     assert run.disturbed
     assert len(disturbance.disturbance_report(run)["events"]) == 1
+
+
+def stored_with_disturbance(run: Run) -> Run:
+    """The run's results as finalize would have written them had the event been logged while it ran."""
+    Run.objects.filter(pk=run.pk).update(summary=compute_summary(run, timezone.now()))
+    run.refresh_from_db()
+    return run
+
+
+def banner(client, run: Run) -> str:
+    page = client.get(run.get_absolute_url()).content.decode()
+    note = page[page.index('id="disturbed-note"') : page.index("</div>", page.index('id="disturbed-note"'))]
+    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", note))
+
+
+def test_the_banner_says_what_was_left_out_and_what_remains(run, client, viewer, settings):
+    settings.STORAGEOPS_DISTURBANCE_MARGIN_SECONDS = 120
+    log_event("service_restart", "xrootd restarted on door2", host=Host.objects.get(name="door2"),
+              time=T0 + timedelta(minutes=10, seconds=15))  # fmt: skip
+    run = stored_with_disturbance(Run.objects.get(pk=run.pk))
+    note = disturbance.left_out_note(run, run.summary)
+    # As in the test above: the copies of minutes 8 to 12 overlap [8:15, 12:15] and are left
+    # out with those 4 minutes; 15 copies remain, over 19.5 min less the 4 left out.
+    remaining_seconds = (19 * 60 + 30) - 4 * 60
+    assert note["left_out"] == {"transfers": 5, "bytes": 5 * 100_000_000, "seconds": 240.0}
+    assert note["remains"] == {
+        "transfers": 15,
+        "bytes": 15 * 100_000_000,
+        "seconds": remaining_seconds,
+        "throughput_bps": pytest.approx(15 * 100_000_000 / remaining_seconds),
+        "success_rate": 1.0,
+    }
+    assert note["covers_run"] is False
+
+    client.force_login(viewer)
+    text = banner(client, run)
+    assert (
+        f"Left out ±2 min 00 s around 1 event: 5 copies, {units.human_bytes(5e8)} and 4 min 00 s of the run."
+    ) in text, text
+    assert (
+        f"What remains: 15 copies, {units.human_bytes(1.5e9)} over {units.human_duration(remaining_seconds)}: "
+        f"{units.human_rate(1.5e9 / remaining_seconds)}, success 100.0 %."
+    ) in text, text
+    assert "–" not in text and "Nothing remains" not in text
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_short_run_inside_the_window_leaves_nothing_and_says_so(client, viewer, settings):
+    """The tracker's case: a short real run, one restart in it, and a margin longer than the run."""
+    settings.STORAGEOPS_DISTURBANCE_MARGIN_SECONDS = 120
+    run = drive(mock_campaign("short-disturbed", dst_query="time=1", file_count=3, concurrency_steps=[1]))
+    middle = run.started_at + (run.finished_at - run.started_at) / 2
+    log_event("service_restart", "dCache restarted", backend=run.campaign.destinations.first().backend, time=middle)
+    run = stored_with_disturbance(Run.objects.get(pk=run.pk))
+    assert run.disturbed
+    rows = list(Transfer.objects.filter(run=run).values_list("state", "bytes_transferred"))
+    assert len(rows) == 3 and {state for state, _ in rows} == {"succeeded"}
+    run_seconds = round((run.finished_at - run.started_at).total_seconds(), 3)
+    note = disturbance.left_out_note(run, run.summary)
+    # The left-out time is the run's own, not the ±2 min the windows span.
+    assert note["left_out"] == {"transfers": 3, "bytes": sum(b for _, b in rows), "seconds": run_seconds}
+    assert note["remains"] is None and note["covers_run"] is True
+
+    client.force_login(viewer)
+    text = banner(client, run)
+    assert (
+        f"Left out ±2 min 00 s around 1 event: 3 copies, {units.human_bytes(sum(b for _, b in rows))} and "
+        f"{units.human_duration(run_seconds)} of the run (all of it)."
+    ) in text, text
+    assert "Nothing remains: the window around the event covers the whole run." in text, text
+    assert "–" not in text
