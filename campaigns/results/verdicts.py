@@ -205,7 +205,9 @@ def run_verdict(run: Run, summary: dict, end: datetime | None = None) -> dict:
     near_limit = far_side = None
     for step in table:
         where = {"step": step["step"], "concurrency": step["concurrency"]}
-        full = [r for r in per_step[step["step"]] if r.binding and r.value >= _saturated_at(r)]
+        # A daemon throttled by its cgroup's quota in a tenth of its periods or more was held back
+        # by it, whatever its mean use: the kernel's counters are the evidence (cpu.stat).
+        full = [r for r in per_step[step["step"]] if r.binding and (r.value >= _saturated_at(r) or r.quota_bound)]
         hot = [r for r in full if not r.side]
         far_hot = [r for r in full if r.side]
         if knee_point and far_side is None and far_hot and step["step"] in plateau and status == "levelled":
