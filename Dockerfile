@@ -32,6 +32,7 @@ RUN apt-get update \
         python3 \
         python3-venv \
         python3-gfal2 \
+        python3-xrootd \
         gfal2-plugin-file \
         gfal2-plugin-http \
         gfal2-plugin-xrootd \
@@ -72,5 +73,8 @@ USER storageops
 
 EXPOSE 8000
 
+# Secrets stored in the database (endpoint and FTS tokens, webhook URLs) are sealed with the key in
+# STORAGEOPS_SECRETS_KEY, or in the file STORAGEOPS_SECRETS_KEY_FILE names (a mounted secret); give
+# every container the same one (docs/security.md, Secrets at rest). The image holds no key.
 # The compose file sets a command per service; alone, the image serves the web UI.
 CMD ["gunicorn", "storageops.wsgi:application", "-c", "python:storageops.gunicorn_conf"]

@@ -10,6 +10,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
 from storageops.models import BaseModel
+from storageops.sealed import SealedCharField
 from storageops.validators import validate_http_url
 
 
@@ -78,7 +79,8 @@ class Subscription(BaseModel):
     )  # fmt: skip
     kinds = models.JSONField(default=default_kinds, validators=[validate_kinds])
     email = models.EmailField(blank=True, help_text="Sent through Django's mail settings (STORAGEOPS_EMAIL_*).")
-    webhook_url = models.CharField(
+    # Its path or query is its secret: sealed in the database (storageops.sealed).
+    webhook_url = SealedCharField(
         max_length=500, blank=True, validators=[validate_http_url],
         help_text="A Mattermost or Slack incoming webhook: JSON {\"text\": …} is POSTed to it.",
     )  # fmt: skip

@@ -65,7 +65,7 @@ def drive(run, batch: int, record_sql: str) -> dict[str, float]:
     from django.db import connection
 
     from campaigns.runs import store
-    from campaigns.runs.engines.base import CopyResult
+    from campaigns.runs.engines.copies import CopyResult
 
     spent: dict[str, float] = defaultdict(float)
     saved = store._RECORD_SQL_PG

@@ -222,7 +222,9 @@ _ROLES = (
 
 
 def _processes() -> dict[int, tuple[int, str, float]]:
-    """pid -> (parent pid, command line, CPU seconds so far) of every process."""
+    """pid -> (parent pid, command line, CPU seconds so far) of every process: its own and that of
+    the children it has reaped (gunicorn replaces a web process every max_requests: without
+    them, the CPU of one that ended in the window was lost, and a window's sum could go negative)."""
     tick = os.sysconf("SC_CLK_TCK")
     out = {}
     for entry in Path("/proc").iterdir():
@@ -234,7 +236,7 @@ def _processes() -> dict[int, tuple[int, str, float]]:
         except OSError:
             continue
         fields = stat.rsplit(")", 1)[1].split()
-        out[int(entry.name)] = (int(fields[1]), cmd, (int(fields[11]) + int(fields[12])) / tick)
+        out[int(entry.name)] = (int(fields[1]), cmd, sum(int(f) for f in fields[11:15]) / tick)
     return out
 
 

@@ -1,15 +1,15 @@
 from django import forms
 from django.contrib import admin
 
+from campaigns.editing import CampaignRelationRules
 from campaigns.models import (
     Backend,
     Campaign,
     CampaignSchedule,
     Endpoint,
-    FtsInstance,
-    FtsLinkLimit,
     Run,
     RunStep,
+    TokenIssuer,
     Transfer,
 )
 from campaigns.runs import scheduling
@@ -32,8 +32,13 @@ class EndpointAdmin(admin.ModelAdmin):
     exclude = ["bearer_token"]
 
 
+class CampaignAdminForm(CampaignRelationRules, forms.ModelForm):
+    """The admin's campaign form (its fields are the admin's) with the campaign's relation rules."""
+
+
 @admin.register(Campaign)
 class CampaignAdmin(admin.ModelAdmin):
+    form = CampaignAdminForm
     list_display = ["name", "kind", "engine", "file_count", "file_size", "concurrency_steps", "last_updated"]
     list_filter = ["kind", "engine"]
     search_fields = ["name", "description"]
@@ -81,54 +86,48 @@ class CampaignScheduleAdmin(admin.ModelAdmin):
             scheduling.delete_schedule(obj)
 
 
-class FtsInstanceForm(forms.ModelForm):
-    # Write-only: the token is never rendered back; leaving the field empty keeps it.
-    bearer_token = forms.CharField(
+def write_only(help_text: str) -> forms.CharField:
+    return forms.CharField(
         required=False,
         widget=forms.PasswordInput(render_value=False),
-        help_text="OIDC access token (write-only: leave empty to keep the stored one).",
+        help_text=f"{help_text} (write-only: leave empty to keep the stored one).",
     )
-    clear_bearer_token = forms.BooleanField(required=False, help_text="Remove the stored token.")
 
-    class Meta:
-        model = FtsInstance
-        fields = [
-            "name",
-            "url",
-            "x509_cert",
-            "x509_key",
-            "bearer_token",
-            "ca_path",
-            "verify_tls",
-            "files_per_job",
-            "manage_link_limits",
-            "poll_seconds",
-            "notes",
-        ]
 
-    def clean_bearer_token(self) -> str:
-        value = self.cleaned_data.get("bearer_token") or ""
-        if not value and self.instance.pk and not self.data.get("clear_bearer_token"):
-            return FtsInstance.objects.get(pk=self.instance.pk).bearer_token
+class WriteOnlySecretForm(forms.ModelForm):
+    """A model form whose secret (`secret_field`, declared with write_only() beside a
+    `clear_<secret_field>` box) is never rendered back and is kept when left empty."""
+
+    secret_field = ""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        # A new object needs a secret its model requires; a stored one is kept when left empty.
+        blank = self._meta.model._meta.get_field(self.secret_field).blank
+        self.fields[self.secret_field].required = self.instance.pk is None and not blank
+        # Django asks for clean_<field>: the secret's is the same for every such form.
+        setattr(self, f"clean_{self.secret_field}", self._secret_or_stored)
+
+    def _secret_or_stored(self) -> str:
+        name = self.secret_field
+        value = self.cleaned_data.get(name) or ""
+        if not value and self.instance.pk and not self.data.get(f"clear_{name}"):
+            return getattr(type(self.instance).objects.get(pk=self.instance.pk), name)
         return value
 
 
-@admin.register(FtsInstance)
-class FtsInstanceAdmin(admin.ModelAdmin):
-    form = FtsInstanceForm
-    list_display = ["name", "url", "auth_kind", "verify_tls", "files_per_job", "manage_link_limits"]
-    search_fields = ["name", "url"]
+class TokenIssuerForm(WriteOnlySecretForm):
+    secret_field = "client_secret"  # noqa: S105 - a field name
+    client_secret = write_only("The client's secret at the issuer")
 
-    def get_deleted_objects(self, objs, request):
-        # Campaigns name their instance inside engine_options (no foreign key the admin's collector
-        # follows), so the admin is told of them here: it then shows its "protected" page instead
-        # of deleting, as it did while the reference was a PROTECT foreign key.
-        deleted, counts, perms_needed, protected = super().get_deleted_objects(objs, request)
-        using = Campaign.objects.filter(engine_options__instance__in=[obj.pk for obj in objs]).order_by("name")
-        return deleted, counts, perms_needed, [*protected, *(f"Campaign: {campaign}" for campaign in using)]
+    class Meta:
+        model = TokenIssuer
+        fields = ["name", "token_endpoint", "client_id", "client_secret", "audience", "base_path", "ca_file",
+                  "timeout", "notes"]  # fmt: skip
 
 
-@admin.register(FtsLinkLimit)
-class FtsLinkLimitAdmin(admin.ModelAdmin):
-    list_display = ["run", "symbolicname", "source_se", "dest_se", "changed_at", "restored_at", "restore_error"]
-    readonly_fields = [f.name for f in FtsLinkLimit._meta.fields]
+@admin.register(TokenIssuer)
+class TokenIssuerAdmin(admin.ModelAdmin):
+    form = TokenIssuerForm
+    list_display = ["name", "token_endpoint", "client_id", "audience", "base_path"]
+    search_fields = ["name", "token_endpoint", "client_id"]

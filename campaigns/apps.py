@@ -1,11 +1,5 @@
-from importlib import import_module
-
 from django.apps import AppConfig
 from django.db.models.signals import post_delete, post_save
-
-# The engines of this deployment, in the order the forms offer them (gfal2, the default, first).
-# A new engine is a package of campaigns/runs/engines/ and a line here (docs/architecture.md).
-ENGINE_MODULES = ("campaigns.runs.engines.gfal2.engine", "campaigns.runs.engines.fts.engine")
 
 
 def _event_saved(sender, instance, created, raw=False, **kwargs) -> None:
@@ -26,11 +20,6 @@ class CampaignsConfig(AppConfig):
     verbose_name = "Campaigns"
 
     def ready(self) -> None:
-        # Each engine registers itself in campaigns.models.engine_registry when its module is
-        # imported, as NetBox's plugins do when their app is ready.
-        for module in ENGINE_MODULES:
-            import_module(module)
-
         # However an event enters the log (collector, admin, API), the runs it disturbs know.
         post_save.connect(_event_saved, sender="collectors.Event", dispatch_uid="campaigns-event-disturbs")
         # However a schedule goes (its page, the API, its campaign deleted), beat's task goes too.
@@ -46,7 +35,7 @@ API_VIEWSETS = {
     "endpoints": "EndpointViewSet",
     "campaigns": "CampaignViewSet",
     "schedules": "CampaignScheduleViewSet",
-    "fts-instances": "FtsInstanceViewSet",
+    "token-issuers": "TokenIssuerViewSet",
     "runs": "RunViewSet",
     "readiness-checks": "ReadinessCheckViewSet",
     "transfers": "TransferViewSet",
@@ -57,13 +46,16 @@ def _register_with_lower_floors() -> None:
     """What storageops and collectors, below campaigns, learn of it: they import no campaigns
     code, campaigns fills their registries (NetBox's register_* idea)."""
     from campaigns.metrics import RunsCollector
-    from campaigns.models import Backend, Campaign, Endpoint, FtsInstance, Run
+    from campaigns.models import Backend, Campaign, Endpoint, Run, TokenIssuer
     from campaigns.runs.live_hosts import involved_in_a_live_run
+    from campaigns.runs.scheduling import SCHEDULED_START_TASK
     from collectors import live, references
-    from storageops import changelog, metrics, retention
+    from storageops import beat, changelog, metrics, retention, schedules
     from storageops.api import routes
 
-    changelog.register(Backend, Endpoint, Campaign, FtsInstance)
+    changelog.register(Backend, Endpoint, Campaign, TokenIssuer)
+    schedules.register("StorageOps: recover runs whose driver died", "campaigns.recover_runs", 15)
+    beat.tell_due_time(SCHEDULED_START_TASK)
     live.register(involved_in_a_live_run)
     metrics.register("campaigns", RunsCollector())
     retention.register("campaigns", "campaigns.results.retention.apply_retention")

@@ -150,8 +150,9 @@ class RunSpec:
             return None
         return self.points[step_index]
 
-    def step_point(self, step_index: int | None) -> dict:
-        """A step row's parameter columns: its concurrency, and with a sweep every swept knob."""
+    def planned_columns(self, step_index: int | None) -> dict:
+        """A step's parameter columns as planned: its concurrency, and with a sweep every swept knob
+        (what a step ran with is its RunStep row: campaigns.results.step_points)."""
         point = self.point_of(step_index)
         if point is None:
             return {"concurrency": None}

@@ -7,11 +7,13 @@ from celery.signals import worker_ready
 from django.conf import settings
 from django.utils.dateparse import parse_datetime
 
-from campaigns import readiness, readiness_grid, readiness_lease, readiness_probes, runs
+from campaigns import readiness, runs
 from campaigns.models import ReadinessCheck, Run
-from campaigns.runs import cleanup, scheduling
+from campaigns.readiness import grid as readiness_grid
+from campaigns.readiness import lease as readiness_lease
+from campaigns.readiness import probes as readiness_probes
+from campaigns.runs import cleanup, scheduling, storage, tokens
 from campaigns.runs.client_pool import serve
-from campaigns.runs.engines.gfal2.executor import build_copier
 from campaigns.runs.lifecycle import RunDriver
 
 
@@ -19,12 +21,6 @@ from campaigns.runs.lifecycle import RunDriver
 def drive_run(run_id: int) -> str:
     # No time limit: a campaign may run for weeks. Liveness is the lease's job: a silent
     # driver loses its run to the next worker after STORAGEOPS_RUN_LEASE_SECONDS.
-    return RunDriver(run_id).drive()
-
-
-@shared_task(name="campaigns.drive_fts_run", ignore_result=True, acks_late=False)
-def drive_fts_run(run_id: int) -> str:
-    # On the control queue (the default): it waits on FTS, it copies nothing itself.
     return RunDriver(run_id).drive()
 
 
@@ -58,7 +54,8 @@ def scheduled_start(schedule_id: int, due_at: str | None = None) -> str:
 def cleanup_run(run_id: int) -> dict:
     # A clean-up asked for by hand (a run that kept its files, or one whose clean-up failed).
     run = Run.objects.get(pk=run_id)
-    return cleanup.cleanup_run(run, build_copier(run.snapshot))
+    with tokens.lent_to(storage.for_run(run.snapshot), run.snapshot, run.pk) as copier:
+        return cleanup.cleanup_run(run, copier)
 
 
 @shared_task(name="campaigns.readiness_check", ignore_result=True, soft_time_limit=3600, time_limit=3660)

@@ -33,6 +33,7 @@ urlpatterns = [
     path("runs/<int:pk>/transfers/", run_views.run_transfers, name="run_transfers"),
     path("runs/<int:pk>/errors/<str:category>/", run_views.run_errors, name="run_errors"),
     path("runs/<int:pk>/charts/<str:name>.json", run_views.run_chart, name="run_chart"),
+    path("runs/<int:pk>/charts.json", run_views.run_charts_bundle, name="run_charts_bundle"),
     path("runs/<int:pk>/report.html", report_views.run_report, name="run_report"),
     path("runs/<int:pk>/report.pdf", report_views.run_report, {"as_pdf": True}, name="run_report_pdf"),
     path("status/", status_views.status_page, name="status"),

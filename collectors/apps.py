@@ -10,9 +10,10 @@ class CollectorsConfig(AppConfig):
         from collectors import grafana
         from collectors.metrics import HostsCollector
         from collectors.models import Event, Host
-        from storageops import changelog, metrics
+        from storageops import changelog, metrics, schedules
         from storageops.api import routes
 
+        schedules.register("StorageOps: scrape hosts' node_exporter", "collectors.node_exporter.scrape", 15)
         post_save.connect(grafana.on_event_saved, sender=Event, dispatch_uid="collectors-grafana-push")
         # storageops imports no app: collectors fills its registries.
         changelog.register(Host)

@@ -15,6 +15,8 @@ class HostRole(models.TextChoices):
 class EventKind(models.TextChoices):
     CONFIG_CHANGE = "config_change", "Config change"
     SERVICE_RESTART = "service_restart", "Service restart"
+    # A watched daemon stopped by a signal (SIGSTOP): alive, holding its port, answering nothing.
+    SERVICE_HUNG = "service_hung", "Service hung"
     REBOOT = "reboot", "Reboot"
     LOG_BURST = "log_burst", "Log burst"
     NOTE = "note", "Note"
@@ -30,7 +32,9 @@ class EventKind(models.TextChoices):
 
 
 # Kinds whose minutes are left out when an analysis trims around disturbances.
-DISTURBING_KINDS = (EventKind.CONFIG_CHANGE, EventKind.SERVICE_RESTART, EventKind.REBOOT, EventKind.DEPLOY)
+DISTURBING_KINDS = (
+    EventKind.CONFIG_CHANGE, EventKind.SERVICE_RESTART, EventKind.SERVICE_HUNG, EventKind.REBOOT, EventKind.DEPLOY,
+)  # fmt: skip
 
 
 class EventSource(models.TextChoices):

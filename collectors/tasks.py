@@ -13,7 +13,7 @@ from celery import shared_task
 from celery.signals import worker_ready, worker_shutting_down
 from django.conf import settings
 
-from collectors import hosttest_series, hosttests, node_exporter
+from collectors import hosttest_series, hosttests, node_exporter, outages
 from collectors.models import Host
 
 log = logging.getLogger(__name__)
@@ -73,9 +73,21 @@ def _start_collector_loop(sender=None, **kwargs) -> None:
     log.info("collector loop for host %s started", host_name)
 
 
+@worker_ready.connect
+def _start_outage_watch(sender=None, **kwargs) -> None:
+    # In the site's main worker only (the one on the control queue), not in every collector
+    # and pool client: one watcher sees an outage once.
+    queues = getattr(getattr(getattr(sender, "app", None), "amqp", None), "queues", None)
+    consumed = set(getattr(queues, "consume_from", None) or ())
+    if settings.STORAGEOPS_CONTROL_QUEUE in consumed and not os.environ.get(COLLECTOR_HOST_ENV):
+        outages.start_watch()
+        log.warning("outage watch started (broker and database probed every %.0f s)", outages.INTERVAL)
+
+
 @worker_shutting_down.connect
 def _stop_collector_loop(sender=None, **kwargs) -> None:
     # As soon as shutdown starts (not at its end), so no tick begins against a closing world.
+    outages.stop_watch()
     if _loop is not None:
         _loop.stop()
         _loop.join(timeout=10)

@@ -13,7 +13,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_POST
 from django.views.generic import DetailView, ListView
 
-from collectors import hosttest_series, references
+from collectors import host_charts, hosttest_series, references
 from collectors.choices import DISTURBING_KINDS
 from collectors.events import log_event
 from collectors.filters import EventFilter
@@ -46,6 +46,7 @@ class HostDetailView(DetailView):
             if window.highlight
             else urlencode({"range": window.range})
         )
+        context["charts"] = host_charts.host_page(self.object.pk, context["metrics_query"])
         context["events"] = references.attach(Event.objects.filter(host=self.object).select_related("host")[:20])
         context["test_form"] = HostTestForm()
         context["test_series"] = self.object.test_series.all()[:10]

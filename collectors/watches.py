@@ -1,4 +1,4 @@
-"""Watches of a host: config files, service restarts and reboots, logged as Events.
+"""Watches of a host: config files, service restarts and hangs, and reboots, logged as Events.
 
 The previous state (file contents, process identities, boot time) is kept in memory by the
 collector process that owns the watcher. Boot time and service start times are also stored
@@ -16,8 +16,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from django.db.models import F, Value
+from django.db.models.functions import Concat
+
+from collectors.choices import EventKind
 from collectors.events import log_event
-from collectors.models import Host, MetricSample
+from collectors.models import Event, Host, MetricSample
 from collectors.probes import procfs
 
 MAX_DIFF_BYTES = 64 * 1024
@@ -26,6 +30,15 @@ MAX_CONFIG_BYTES = 4 * 1024 * 1024
 
 
 # --------------------------------------------------------------------------- services
+
+STOPPED_STATES = ("T", "t")  # /proc/<pid>/stat: stopped by a signal, or while traced
+
+
+@dataclass(frozen=True)
+class _Hang:
+    event: int
+    since: datetime
+    pid: int
 
 
 @dataclass
@@ -118,6 +131,7 @@ class Watcher:
         self.host = host
         self._files: dict[str, tuple[str, str | None]] = {}  # path -> (sha256, text or None)
         self._services: dict[str, tuple[tuple[int, int] | None, str]] = {}
+        self._hangs: dict[str, _Hang] = {}
         self._btime: int | None = None
 
     # Each check returns the samples it wants stored with the tick (state that must
@@ -174,6 +188,7 @@ class Watcher:
         samples = []
         btime = self._btime or procfs.boot_time()
         for state in states:
+            self._check_hang(state, now)
             identity, since = state.identity, state.systemd_active_since
             start = state.start_epoch(btime)
             if state.name not in self._services:
@@ -205,6 +220,29 @@ class Watcher:
             if identity is not None:
                 samples += self._start_samples(state, now, start)
         return samples
+
+    def _check_hang(self, state: ServiceState, now: datetime) -> None:
+        """A daemon stopped by a signal is one event: logged when first seen stopped, and given
+        its end and length when it runs again (or is gone). Its copies only time out, each on
+        its own, and one shorter than their deadline left no trace at all."""
+        main = state.main
+        hang = self._hangs.get(state.name)
+        stopped = main is not None and main.state in STOPPED_STATES
+        if stopped and hang is None:
+            event = log_event(
+                EventKind.SERVICE_HUNG, f"{state.name} hung: pid {main.pid} stopped by a signal, answering nothing",
+                source="collector", host=self.host, time=now,
+                detail=f"process state {main.state} (stopped) since at most one sample before {now.isoformat()}",
+            )  # fmt: skip
+            self._hangs[state.name] = _Hang(event.pk, now, main.pid)
+        elif hang is not None and not (stopped and main.pid == hang.pid):
+            del self._hangs[state.name]
+            seconds = (now - hang.since).total_seconds()
+            after = "running again" if main is not None and main.pid == hang.pid else "gone"
+            Event.objects.filter(pk=hang.event).update(
+                summary=f"{state.name} hung for {seconds:.0f} s: pid {hang.pid} stopped by a signal, then {after}",
+                detail=Concat(F("detail"), Value(f"\nended {now.isoformat()} ({after}), after {seconds:.1f} s")),
+            )
 
     def _start_samples(self, state: ServiceState, now: datetime, start: float) -> list[MetricSample]:
         label = state.name[:64]

@@ -1,18 +1,22 @@
 """The demo site of `make run`: two real XRootD doors registered as two backends, a short demo
 sweep between them that starts on first launch, so a newcomer sees a real run, and a client pool
-of two clients with a campaign that uses it, for a newcomer to start a pooled run."""
+of two clients with a campaign that uses it, for a newcomer to start a pooled run. With
+STORAGEOPS_DEMO_TOKENS (runsite --token-doors), a storage-token issuer and three davs doors on
+it: two that check its tokens and one that accepts any, for the readiness grid's token rounds."""
 
 from __future__ import annotations
 
 from django.db import transaction
 
-from campaigns.models import Backend, Campaign, Endpoint
+from campaigns.models import Backend, Campaign, Endpoint, TokenIssuer
 from collectors.choices import HostRole
 from collectors.models import Host
 
 DEMO_CAMPAIGN = "demo-sweep"
 DEMO_POOL_CAMPAIGN = "demo-pool"
 DEMO_CLIENTS = ("demo-client1", "demo-client2")
+#: The aud the demo's token doors expect and its issuer puts in its tokens.
+DEMO_AUDIENCE = "https://storageops.demo/doors"
 
 
 @transaction.atomic
@@ -37,12 +41,8 @@ def register_demo_site(
                 "notes": "Demo backend started by make run: an XRootD server on loopback, run as nobody.",
             },
         )
-        host, _ = Host.objects.update_or_create(
-            name=door,
-            defaults={"address": "127.0.0.1", "role": "door", "sample_interval": 5, **(watches or {}).get(door, {})},
-        )
         endpoint, _ = Endpoint.objects.update_or_create(name=f"{door}-root", defaults={"backend": backend, "url": url})
-        endpoint.hosts.set([host])
+        endpoint.hosts.set([door_host(door, watches)])
         endpoints.append(endpoint)
     campaign, created = Campaign.objects.get_or_create(
         name=DEMO_CAMPAIGN,
@@ -64,6 +64,14 @@ def register_demo_site(
         campaign.sources.set([endpoints[0]])
         campaign.destinations.set([endpoints[1]])
     return campaign
+
+
+def door_host(door: str, watches: dict[str, dict] | None) -> Host:
+    """The host of a demo door, with what its collector watches (runsite starts one per door)."""
+    return Host.objects.update_or_create(
+        name=door,
+        defaults={"address": "127.0.0.1", "role": "door", "sample_interval": 5, **(watches or {}).get(door, {})},
+    )[0]
 
 
 @transaction.atomic
@@ -102,3 +110,39 @@ def register_demo_pool(sweep: Campaign) -> list[str]:
         campaign.destinations.set(sweep.destinations.all())
         campaign.clients.set(clients)
     return [c.name for c in clients]
+
+
+DEMO_ISSUER = "demo-iam"
+#: The token doors of the demo: two that check tokens, one that accepts any (a finding to see).
+TOKEN_DOORS = ("tokens1", "tokens2", "anytoken")
+
+
+@transaction.atomic
+def register_token_demo(
+    issuer, doors: dict[str, str], ca_dir: str, ca_file: str, watches: dict[str, dict] | None = None
+) -> list[Endpoint]:
+    """The demo's storage-token issuer (devsite.token_issuer, started by runsite) as a TokenIssuer,
+    and an endpoint on it per token door (`doors`: name -> davs:// URL prefix below /data/). Its
+    secret and the ports are new at every start: the rows are updated."""
+    row, _ = TokenIssuer.objects.update_or_create(
+        name=DEMO_ISSUER,
+        defaults={
+            "token_endpoint": issuer.token_endpoint, "client_id": issuer.client_id,
+            "client_secret": issuer.client_secret, "audience": DEMO_AUDIENCE, "base_path": "/data",
+            "ca_file": ca_file,
+            "notes": "The demo's test issuer (devsite.token_issuer, a double of a site's IAM) started by make run.",
+        },
+    )  # fmt: skip
+    backend, _ = Backend.objects.update_or_create(
+        name="demo-xrootd-tokens",
+        defaults={"access_layer": "xrootd", "notes": "Demo doors of make run checking storage tokens "
+                  "(xrootd-scitokens-plugins); anytoken has no plugin and lets any token through."},
+    )  # fmt: skip
+    endpoints = []
+    for name, url in sorted(doors.items()):
+        endpoint, _ = Endpoint.objects.update_or_create(
+            name=f"{name}-davs", defaults={"backend": backend, "url": url, "token_issuer": row, "ca_dir": ca_dir}
+        )
+        endpoint.hosts.set([door_host(name, watches)])
+        endpoints.append(endpoint)
+    return endpoints

@@ -7,6 +7,8 @@ servers must be up before any Django process starts: this launcher (no Django in
 what is not configured -- PostgreSQL when DATABASE_URL is unset, Redis when CELERY_BROKER_URL
 is unset (devsite.services) -- exports their URLs, and runs COMMAND (`manage.py runsite`,
 pytest) as its child. A site's own servers, named by those variables, are used as they are.
+When no key to seal secrets is given (STORAGEOPS_SECRETS_KEY or its _FILE), var/secrets.key is
+made once and exported as STORAGEOPS_SECRETS_KEY_FILE.
 
 Stopping: SIGINT (Ctrl-C), SIGTERM and SIGHUP are passed on to COMMAND, which runs in a
 session of its own so that the terminal's Ctrl-C reaches it once, through us; once it has
@@ -24,8 +26,15 @@ import subprocess
 import sys
 import time
 
-from devsite.processes import PidFile, dying_with_parent, guard_group, release_group, set_parent_death_signal
-from devsite.services import LAUNCHER, ServiceDirs, ServiceError, Services, default_var_dir
+from devsite.processes import (
+    PidFile,
+    dying_with_parent,
+    guard_group,
+    release_group,
+    set_parent_death_signal,
+    take_stop_signals,
+)
+from devsite.services import LAUNCHER, ServiceDirs, ServiceError, Services, default_var_dir, secrets_key_env
 from devsite.supervisor import Leftovers
 
 _FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -78,7 +87,9 @@ class Launcher:
         if self.stopping is not None:
             return 128 + self.stopping
         self.child = subprocess.Popen(
-            dying_with_parent(self.command), env={**os.environ, **services.env()}, start_new_session=True
+            dying_with_parent(self.command),
+            env={**os.environ, **services.env(), **secrets_key_env(services.dirs.var_dir)},
+            start_new_session=True,
         )
         guard_group(self.child.pid)
         if self.stopping is not None and not self.passed_on:  # arrived while the child was being started
@@ -96,6 +107,7 @@ class Launcher:
 
 
 def main(argv: list[str] | None = None) -> int:
+    take_stop_signals()
     args = _parse(sys.argv[1:] if argv is None else argv)
     if args.exit_with_parent:
         parent = os.getppid()

@@ -55,6 +55,22 @@ def set_parent_death_signal(sig: int) -> bool:
     return _prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0) == 0
 
 
+STOP_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
+
+
+def take_stop_signals() -> None:
+    """Receive SIGINT, SIGTERM and SIGHUP even when this process was started with them blocked.
+
+    A signal mask is inherited through fork and exec: a CI runner or service manager that blocks
+    them hands that on to every process below it, and a blocked signal is never delivered, not
+    to a handler and not to its default action. The launcher, runsite and the benchmarks, which
+    are stopped by these signals and stop their children with them, then ran on until killed
+    (a launcher sent SIGTERM, and every process it started, which inherit its mask). Call first
+    thing in a process that is stopped by signal: its children inherit the unblocked mask.
+    Dispositions are left alone (`nohup` ignores SIGHUP on purpose)."""
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+
+
 _SETPRIV = shutil.which("setpriv") or "/usr/bin/setpriv"
 
 
@@ -124,7 +140,11 @@ class _GroupGuard:
                 os.write(fd, line.encode())
 
     def add(self, pgid: int) -> None:
-        self._send(f"add {pgid}\n")
+        # With its start time: the guard must not take a later process given the same pid for it.
+        # A child already gone has nothing left to guard, and its pid may soon be someone else's.
+        started = start_time(pgid)
+        if started is not None:
+            self._send(f"add {pgid} {started}\n")
 
     def remove(self, pgid: int) -> None:
         self._send(f"del {pgid}\n", start=False)
@@ -487,6 +507,9 @@ def stop_children_on_signals(
     ``exit_after`` seconds, exits it with 128 + the signal's number. Call from the main thread.
     """
     signals = list(signals)
+    # A blocked signal never wakes us, and SIGINT is how the main thread is unwound below.
+    take_stop_signals()
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, signals)
     read_end, write_end = os.pipe()
     os.set_blocking(write_end, False)
     signal.set_wakeup_fd(write_end, warn_on_full_buffer=False)

@@ -13,6 +13,8 @@ Layout under the var folder, per *set* of services ("site" for `make run`, "test
     var/services/<set>/redis/             redis-server's working folder and its config (0600)
     var/run/<set>/{launcher,postgres,redis}.pid   PidFile records, as runsite's children
     var/log/<set>-{postgres,redis}.log
+    var/secrets.key                       the key sealing the site's secrets (0600), made once
+                                          when neither STORAGEOPS_SECRETS_KEY nor its _FILE is set
 
 Both listen on free loopback ports chosen at each start, with a password (another user of
 the machine may reach a loopback port, not our files), and run as ``nobody`` when started by
@@ -29,6 +31,7 @@ from the database. A crash then never leaves a half-written file behind to repai
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import glob
 import os
@@ -125,6 +128,44 @@ def _secret(path: Path) -> str:
     return value
 
 
+SECRETS_KEY = "STORAGEOPS_SECRETS_KEY"
+
+
+def secrets_key_env(var_dir: Path, environ: dict[str, str] | None = None) -> dict[str, str]:
+    """STORAGEOPS_SECRETS_KEY_FILE naming var/secrets.key, a Fernet key made there once (0600),
+    when neither STORAGEOPS_SECRETS_KEY nor STORAGEOPS_SECRETS_KEY_FILE is set: the secrets a
+    developer's site or the tests store are sealed (storageops.sealed) without anyone making a
+    key. A key given is used as it is."""
+    environ = os.environ if environ is None else environ
+    if environ.get(SECRETS_KEY) or environ.get(f"{SECRETS_KEY}_FILE"):
+        return {}
+    path = var_dir / "secrets.key"
+    try:
+        _make_key_file(path)
+    except OSError as exc:
+        raise ServiceError(f"{exc}: set STORAGEOPS_SECRETS_KEY or STORAGEOPS_SECRETS_KEY_FILE instead") from None
+    return {f"{SECRETS_KEY}_FILE": str(path)}
+
+
+def _make_key_file(path: Path) -> None:
+    if path.exists():
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # Written whole under another name, then linked in: a launcher starting beside this one
+    # (make run and make test) finds no file or the whole key, and the first key made is kept.
+    draft = path.with_name(f".{path.name}.{os.getpid()}")
+    draft.unlink(missing_ok=True)
+    fd = os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(base64.urlsafe_b64encode(secrets.token_bytes(32)).decode("ascii") + "\n")
+    try:
+        os.link(draft, path)
+    except FileExistsError:
+        pass
+    finally:
+        draft.unlink()
+
+
 class _Service:
     """One server process: started in a session of its own, recorded, stopped by its pid."""
 
@@ -152,10 +193,13 @@ class _Service:
     def ready(self) -> bool:
         raise NotImplementedError
 
-    def start(self, timeout: float = 60.0) -> None:
-        """Start on a free port and wait until it answers; a port lost to a race is retried."""
+    def start(self, timeout: float = 60.0, port: int | None = None) -> None:
+        """Start on a free port (or ``port``) and wait until it answers; a port lost to a race is retried.
+
+        ``port``: a restart where its clients expect it (a soak's server killed and started
+        again: the worker's broker URL names the port); a port still held is tried again."""
         for attempt in range(3):
-            self.port = free_port(LOOPBACK)
+            self.port = port or free_port(LOOPBACK)
             offset = self.log_path.stat().st_size if self.log_path.exists() else 0
             with self.log_path.open("ab") as log:
                 self.proc = subprocess.Popen(
@@ -178,6 +222,8 @@ class _Service:
             text = self._log_since(offset)
             self.stop()
             if "in use" in text and attempt < 2:
+                if port:
+                    time.sleep(1.0)  # the killed server's socket may linger a moment
                 continue
             raise ServiceError(f"{self.name} did not start (see {self.log_path}):\n{text[-2000:]}")
 

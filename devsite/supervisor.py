@@ -87,11 +87,15 @@ class _Child:
 
 
 class Supervisor:
-    def __init__(self, pid_dir: Path | None = None, say: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self, pid_dir: Path | None = None, say: Callable[[str], None] | None = None, log_dir: Path | None = None
+    ) -> None:
         self.children: list[_Child] = []
         self._managed: dict[str, ManagedProcess] = {}
         self.pid_dir = pid_dir
         self.say = say or (lambda text: None)
+        #: Where the children's output goes (<name>.log); None: our own stdout, as make run shows it.
+        self.log_dir = log_dir
 
     def start(self, name: str, argv: list[str], env: dict[str, str] | None = None, cwd: str | None = None):
         """Start a child and restart it whenever it dies."""
@@ -100,7 +104,7 @@ class Supervisor:
             old = self._managed.pop(name, None)
             if old is not None:
                 old.stop()  # dead already: closes and forgets it
-            child = self._managed[name] = ManagedProcess(name, argv, env, cwd=cwd).start()
+            child = self._managed[name] = ManagedProcess(name, argv, env, self.log_dir, cwd=cwd).start()
             log.info("started %s (pid %d)", name, child.pid)
             return child.proc
 

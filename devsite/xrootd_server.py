@@ -57,6 +57,7 @@ __all__ = [
     "LOOPBACK",
     "SERVER_USER",
     "TestCA",
+    "TokenTrust",
     "XRootDServer",
     "XRootDServerError",
     "free_port",
@@ -403,6 +404,54 @@ def _tls_ping(port: int, cafile: Path, host: str = LOOPBACK, timeout: float = 2.
         return False
 
 
+# ------------------------------------------------------------------------- tokens
+
+#: Where Debian's libcurl (which scitokens-cpp fetches an issuer's keys with) reads its trusted
+#: CAs; it reads no environment variable for that, so a door trusting a test issuer sees a file
+#: there that adds the test CA, in a mount namespace of its own (TokenTrust).
+SYSTEM_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
+
+
+@dataclass(frozen=True)
+class TokenTrust:
+    """A door that checks bearer tokens with the SciTokens plugin (xrootd-scitokens-plugins):
+    every request must carry a token of ``issuer`` for ``audience`` whose scopes allow it, paths
+    in scopes being relative to ``base_path``. ``ca_cert`` is the CA of the issuer's HTTPS
+    certificate: the plugin fetches the issuer's keys over HTTPS when it first sees a token."""
+
+    issuer: str
+    audience: str
+    ca_cert: Path
+    base_path: str = "/data"
+
+    def scitokens_config(self) -> str:
+        return (
+            "[Global]\n"
+            f"audience = {self.audience}\n"
+            "onmissing = deny\n\n"
+            "[Issuer storageops]\n"
+            f"issuer = {self.issuer}\n"
+            f"base_path = {self.base_path}\n"
+        )
+
+    def wrap(self, argv: list[str], workdir: Path) -> list[str]:
+        """``argv`` run where libcurl's CA bundle also holds ``ca_cert``: a private mount
+        namespace with the system bundle plus the test CA bound over it. The machine's own
+        bundle is never changed; the program keeps the pid (unshare and sh exec)."""
+        bundle = workdir / "ca-bundle.crt"
+        system = SYSTEM_CA_BUNDLE.read_text() if SYSTEM_CA_BUNDLE.is_file() else ""
+        bundle.write_text(system + "\n" + Path(self.ca_cert).read_text())
+        os.chmod(bundle, 0o644)
+        if os.geteuid() != 0:
+            raise XRootDServerError("a token-checking door trusting a test issuer needs root (a mount namespace)")
+        unshare = shutil.which("unshare")
+        if unshare is None:
+            raise XRootDServerError("unshare (util-linux) is not installed")
+        script = 'mount --bind "$0" "$1" && shift && exec "$@"'
+        return [unshare, "--mount", "--propagation", "private", "--", "sh", "-c", script,
+                str(bundle), str(SYSTEM_CA_BUNDLE), *argv]  # fmt: skip
+
+
 # --------------------------------------------------------------------------- server
 
 _live_servers: set[XRootDServer] = set()
@@ -455,6 +504,7 @@ class XRootDServer:
         export: str = "/data",
         chksum_max: int | None = None,
         start_timeout: float = 20.0,
+        tokens: TokenTrust | None = None,
     ) -> None:
         """Describe a server; nothing is written or started until ``start()``.
 
@@ -465,6 +515,7 @@ class XRootDServer:
         how a benchmark confines one door to one core. ``workdir`` holds config,
         log, adminpath and pidpath (default: ``<data_dir>/../<name>.xrootd``).
         ``chksum_max`` limits concurrent checksum computations (``xrootd.chksum max N``).
+        ``tokens`` makes it a door that checks bearer tokens (``TokenTrust``; with ``https``).
         """
         if not name or "/" in name or name.startswith("."):
             raise ValueError(f"invalid server name {name!r}")
@@ -480,6 +531,9 @@ class XRootDServer:
         self.export = posixpath.normpath(export)
         self.chksum_max = chksum_max
         self.start_timeout = start_timeout
+        if tokens is not None and https is None:
+            raise ValueError("a token-checking door serves HTTPS: give https too")
+        self.tokens = tokens
         self._proc: subprocess.Popen[bytes] | None = None
         self._pid: int | None = None
 
@@ -488,6 +542,10 @@ class XRootDServer:
     @property
     def config_path(self) -> Path:
         return self.workdir / f"{self.name}.cfg"
+
+    @property
+    def scitokens_config_path(self) -> Path:
+        return self.workdir / f"{self.name}.scitokens.cfg"
 
     @property
     def log_path(self) -> Path:
@@ -618,6 +676,13 @@ class XRootDServer:
                 "http.exthandler xrdtpc libXrdHttpTPC.so",
                 f"tpc.cadir {self.https.ca_dir}",
             ]
+        if self.tokens is not None:
+            lines += [
+                "ofs.authorize 1",
+                f"ofs.authlib libXrdAccSciTokens.so config={self.scitokens_config_path}",
+                # XrdHttp hands the Authorization header to the authorization plugins as "authz".
+                "http.header2cgi Authorization authz",
+            ]
         lines += self.extra_config
         return "\n".join(lines) + "\n"
 
@@ -634,6 +699,13 @@ class XRootDServer:
         _chown_tree_to_server(self.data_dir)
         self.config_path.write_text(self.config_text())
         os.chmod(self.config_path, 0o644)
+        if self.tokens is not None:
+            self.scitokens_config_path.write_text(self.tokens.scitokens_config())
+            os.chmod(self.scitokens_config_path, 0o644)
+            # scitokens-cpp keeps the issuer's keys in <XDG_CACHE_HOME>/scitokens; the server
+            # user's home (nobody's is /nonexistent) may not be writable.
+            (self.workdir / "cache").mkdir(exist_ok=True)
+            _chown_to_server(self.workdir / "cache")
         return self.config_path
 
     # ---------------------------------------------------------------------- process
@@ -677,11 +749,15 @@ class XRootDServer:
         if self.https is not None:
             env.update(self.https.client_env())
         account = _server_account()
+        argv = dying_with_parent(cmd, account=account)
+        if self.tokens is not None:
+            env["XDG_CACHE_HOME"] = str(self.workdir / "cache")
+            argv = self.tokens.wrap(argv, self.workdir)
         with open(os.devnull, "rb") as devnull:
             # The daemon runs as SERVER_USER and dies with us, even by SIGKILL: setpriv does
             # both, so that Popen can vfork (see devsite/processes.py).
             self._proc = subprocess.Popen(
-                dying_with_parent(cmd, account=account),
+                argv,
                 cwd=self.workdir,
                 env=env,
                 stdin=devnull,

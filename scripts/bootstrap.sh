@@ -4,12 +4,14 @@
 # requirements. Idempotent and quick when everything is already there.
 #   scripts/bootstrap.sh run    what `make run` needs
 #   scripts/bootstrap.sh test   plus what the tests need (chromium, node_exporter, fio, ...)
+#   scripts/bootstrap.sh sso    what `make run` needs, plus the test OpenID provider (make sso-provider)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 purpose="${1:-run}"
 
-packages=(python3 python3-venv python3-gfal2 gfal2 gfal2-plugin-file gfal2-plugin-http
+packages=(python3 python3-venv python3-gfal2 python3-xrootd gfal2 gfal2-plugin-file gfal2-plugin-http
           gfal2-plugin-xrootd gfal2-plugin-gridftp gfal2-plugin-mock xrootd-server xrootd-client openssl util-linux
+          xrootd-scitokens-plugins  # doors that check storage tokens (devsite.xrootd_server.TokenTrust)
           postgresql redis-server)  # the site's own servers when DATABASE_URL / CELERY_BROKER_URL are unset (devsite.launch)
 if [ "$purpose" = test ]; then
     packages+=(docker-compose)  # validates docker-compose.yml (no engine needed)
@@ -32,7 +34,7 @@ fi
 
 requirements=requirements.txt
 [ "$purpose" = test ] && requirements=requirements-dev.txt
-stamp=".venv/.installed-$purpose"
+stamp=".venv/.installed-${purpose/sso/run}"
 if [ ! -x .venv/bin/python ]; then
     # Debian's interpreter, not the first python3 on PATH: python3-gfal2 is built for it.
     /usr/bin/python3 -m venv --system-site-packages .venv
@@ -45,9 +47,9 @@ fi
 
 # The tests' OpenID provider (panva's oidc-provider), from the npm registry at the locked versions.
 # It needs node >= 20 with its npm (NodeSource's nodejs package bundles npm; Debian 12's nodejs is 18).
-if [ "$purpose" = test ]; then
+if [ "$purpose" = test ] || [ "$purpose" = sso ]; then
     if ! command -v npm >/dev/null || ! node -e 'process.exit(Number(process.versions.node.split(".")[0]) >= 20 ? 0 : 1)'; then
-        echo "The single sign-on tests need node >= 20 and npm (e.g. NodeSource's nodejs package)" >&2
+        echo "The test OpenID provider (single sign-on tests, make sso-provider) needs node >= 20 and npm (e.g. NodeSource's nodejs package)" >&2
         exit 1
     fi
     oidc=tests/support/oidc

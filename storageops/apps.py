@@ -21,6 +21,7 @@ class StorageOpsConfig(AppConfig):
         # The apps register their models for the change log, their /metrics figures, their API
         # viewsets and their retention in their own ready(): storageops imports no app.
         post_migrate.connect(_after_migrate, sender=self, dispatch_uid="storageops-after-migrate")
-        from storageops import grants
+        from storageops import grants, schedules
 
         grants.connect_signals()
+        schedules.register("StorageOps: retention of old transfers and samples", "storageops.retention", 3600)

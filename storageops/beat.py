@@ -3,7 +3,8 @@
 Beat sends a task when it is due, but the message does not say when that was: a task
 that waits in a busy queue, or one beat sends late because it was down, looks on time.
 The start decision needs the due time to honour a campaign's maximum slip, so this
-scheduler adds it (`due_at`) to the messages of scheduled campaign starts.
+scheduler adds it (`due_at`) to the messages of the tasks that asked for it (campaigns registers
+its scheduled start in its ready(): storageops names no app's task).
 """
 
 from __future__ import annotations
@@ -13,7 +14,12 @@ from datetime import datetime, timedelta
 from celery.utils.time import maybe_make_aware
 from django_celery_beat.schedulers import DatabaseScheduler
 
-SCHEDULED_START_TASK = "campaigns.scheduled_start"
+_told_due_time: set[str] = set()
+
+
+def tell_due_time(task: str) -> None:
+    """Have beat add `due_at` (ISO 8601) to the keyword arguments of every message of `task`."""
+    _told_due_time.add(task)
 
 
 def due_time(entry, now: datetime) -> datetime:
@@ -25,7 +31,7 @@ def due_time(entry, now: datetime) -> datetime:
 
 class Scheduler(DatabaseScheduler):
     def apply_async(self, entry, producer=None, advance=True, **kwargs):
-        if entry.task != SCHEDULED_START_TASK:
+        if entry.task not in _told_due_time:
             return super().apply_async(entry, producer, advance, **kwargs)
         # beat's tick() reserves the entry (moving its last run on) and then sends the entry
         # it had, whose last_run_at is still the previous run's: the due time comes from it.

@@ -11,3 +11,5 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "storageops.settings")
 app = Celery("storageops")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+# A worker that loses its broker reconnects instead of exiting (storageops.celery_consumer).
+app.conf.worker_consumer = "storageops.celery_consumer:SturdyConsumer"

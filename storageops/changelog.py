@@ -17,13 +17,14 @@ from django.db.models.signals import m2m_changed, post_delete, post_save, pre_sa
 
 from storageops import context
 from storageops.models import ChangeRecord
+from storageops.sealed import SealedTextField
 
 SECRET_FIELDS = {"bearer_token", "token", "password", "secret", "grafana_token"}
 _HIDDEN = "(secret)"
 
 
 def _value(obj: models.Model, field: models.Field) -> Any:
-    if field.name in SECRET_FIELDS:
+    if field.name in SECRET_FIELDS or isinstance(field, SealedTextField):
         return _HIDDEN if getattr(obj, field.attname) else ""
     value = field.value_from_object(obj)
     return json.loads(json.dumps(value, cls=DjangoJSONEncoder))
@@ -41,6 +42,24 @@ def diff(before: dict | None, after: dict | None) -> dict[str, list]:
     """Field -> [before, after] for the fields that differ."""
     before, after = before or {}, after or {}
     return {k: [before.get(k), after.get(k)] for k in sorted({*before, *after}) if before.get(k) != after.get(k)}
+
+
+def _shown(value: Any, limit: int = 60) -> str:
+    if isinstance(value, list):
+        text = ", ".join(str(v) for v in value) or "(none)"
+    elif value is None:
+        text = "(unset)"
+    else:
+        text = str(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def describe_changes(changes: dict | None, limit: int = 300) -> str:
+    """'roles: operator, viewer → viewer; is_staff: True → False': an update's changes in a line
+    (roles first: what an admin reading a user's record looks for; the rest in name order)."""
+    fields = sorted(changes or {}, key=lambda name: (name != "roles", name))
+    text = "; ".join(f"{field}: {_shown(changes[field][0])} → {_shown(changes[field][1])}" for field in fields)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _record(obj: models.Model, action: str, before: dict | None, after: dict | None) -> ChangeRecord | None:

@@ -4,10 +4,15 @@ Every page checks the signed-in user's role and every API request a model permis
 a token, its role's permissions: read from PostgreSQL each time, that was four or five queries
 a request, the largest single stage of an API request (benchmarks/request_profile.py). A process
 now keeps each user's groups and permissions, and each role's permissions, for
-STORAGEOPS_GRANTS_SECONDS (5 s; 0: read every time). A change made through Django -- a user's
-groups or permissions, a group's permissions, a user or group saved or deleted -- clears them at
-once in the process that made it; every other process sees it within those seconds. Whether the
-user is active or a superuser is never cached: it comes with the user, read on each request.
+STORAGEOPS_GRANTS_SECONDS (5 s; 0: read every time), stamped with the site's grants generation, a
+counter in the shared cache (Redis). A change made through Django -- a user's groups or
+permissions, a group's permissions, a user or group saved or deleted, a role a sign-on takes
+away -- moves the counter on, and every process reads the grants again at its next check: a
+role removed is gone everywhere at once. (Kept per process alone, an operator demoted by her
+provider still passed operator-only POSTs in other web processes for up to 5 s.) The counter
+costs one Redis read a check; with Redis unreachable nothing is kept and each check reads the
+database. Whether the user is active or a superuser is never cached: it comes with the user,
+read on each request.
 
 `CachedModelBackend` answers `user.has_perm` (templates' `perms`, permission_required, the API's
 permission class) from these; Django's ModelBackend stays listed after it for the sessions it
@@ -16,6 +21,7 @@ signed in, and answers only what this one denies.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from dataclasses import dataclass
@@ -23,9 +29,13 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.contrib.auth.backends import ModelBackend
 from django.contrib.auth.models import Group, Permission
+from django.core.cache import caches
+from django.core.exceptions import PermissionDenied
 from django.db.models import Q
 
 from storageops import row_lookups
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -35,8 +45,29 @@ class Grants:
 
 
 _lock = threading.Lock()
-_users: dict[int, tuple[float, Grants]] = {}
-_roles: dict[str, tuple[float, frozenset[str]]] = {}
+# Each kept entry: (expiry on this process's monotonic clock, the generation it was read in, value).
+_users: dict[int, tuple[float, int, Grants]] = {}
+_roles: dict[str, tuple[float, int, frozenset[str]]] = {}
+_GENERATION = "grants:generation"
+
+
+def generation() -> int | None:
+    """The site's grants generation (moved on by every change); None when the shared cache cannot
+    be read, and then nothing may be kept."""
+    try:
+        return int(caches["shared"].get_or_set(_GENERATION, 0, timeout=None))
+    except Exception:  # noqa: BLE001 -- whatever Redis raises, the answer is read from the database
+        return None
+
+
+def _next_generation() -> None:
+    try:
+        shared = caches["shared"]
+        shared.add(_GENERATION, 0, timeout=None)
+        shared.incr(_GENERATION)
+    except Exception as exc:  # noqa: BLE001 -- the change is made; other processes' entries expire on their own
+        log.warning("grants generation not moved on (the shared cache: %s): other processes keep theirs "
+                    "up to STORAGEOPS_GRANTS_SECONDS", exc)  # fmt: skip
 
 
 def _seconds() -> float:
@@ -49,39 +80,41 @@ def _labels(permissions) -> frozenset[str]:
 
 def of_user(user) -> Grants:
     """The groups and permissions (its own and its groups') of a saved user."""
-    now = time.monotonic()
+    now, current = time.monotonic(), generation()
     hit = _users.get(user.pk)
-    if hit is not None and hit[0] > now:
-        return hit[1]
+    if hit is not None and hit[0] > now and hit[1] == current:
+        return hit[2]
     grants = Grants(
         groups=frozenset(user.groups.values_list("name", flat=True)),
         permissions=_labels(Permission.objects.filter(Q(group__user=user) | Q(user=user)).distinct()),
     )
-    if (ttl := _seconds()) > 0:
+    if (ttl := _seconds()) > 0 and current is not None:
         with _lock:
-            _users[user.pk] = (now + ttl, grants)
+            _users[user.pk] = (now + ttl, current, grants)
     return grants
 
 
 def of_role(role: str) -> frozenset[str]:
     """The permissions of the group named `role` (none where there is no such group)."""
-    now = time.monotonic()
+    now, current = time.monotonic(), generation()
     hit = _roles.get(role)
-    if hit is not None and hit[0] > now:
-        return hit[1]
+    if hit is not None and hit[0] > now and hit[1] == current:
+        return hit[2]
     group = Group.objects.filter(name=role).first()
     permissions = _labels(group.permissions.all()) if group is not None else frozenset()
-    if (ttl := _seconds()) > 0:
+    if (ttl := _seconds()) > 0 and current is not None:
         with _lock:
-            _roles[role] = (now + ttl, permissions)
+            _roles[role] = (now + ttl, current, permissions)
     return permissions
 
 
 def forget(**_kwargs) -> None:
-    """Clear every kept grant (a signal receiver: any change to users, groups or permissions)."""
+    """Clear every kept grant, here and, by the generation, in every process (a signal receiver:
+    any change to users, groups or permissions)."""
     with _lock:
         _users.clear()
         _roles.clear()
+    _next_generation()
 
 
 class CachedModelBackend(ModelBackend):
@@ -93,9 +126,25 @@ class CachedModelBackend(ModelBackend):
         return user if user is not None and self.user_can_authenticate(user) else None
 
     def get_all_permissions(self, user_obj, obj=None):
-        if not user_obj.is_active or user_obj.is_anonymous or obj is not None or user_obj.is_superuser:
+        if not self._answers(user_obj, obj):
             return super().get_all_permissions(user_obj, obj)
         return set(of_user(user_obj).permissions)
+
+    def has_perm(self, user_obj, perm, obj=None):
+        """Granted or denied here, for good: Django asks every listed backend until one grants,
+        and ModelBackend (listed after, and OIDC's, a ModelBackend too) would read the very rows
+        of_user() holds from the database again -- two queries on every page that checks a
+        permission its viewer lacks (the run page's Cancel and Retry for a viewer)."""
+        if not self._answers(user_obj, obj):
+            return super().has_perm(user_obj, perm, obj)
+        if perm in of_user(user_obj).permissions:
+            return True
+        raise PermissionDenied
+
+    @staticmethod
+    def _answers(user_obj, obj) -> bool:
+        # A saved, active user's own permissions; superusers and per-object checks go to Django.
+        return user_obj.is_active and not user_obj.is_anonymous and obj is None and not user_obj.is_superuser
 
 
 def connect_signals() -> None:

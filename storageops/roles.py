@@ -7,12 +7,15 @@ migration, the API permissions and the tests agree.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 VIEWER = "viewer"
 OPERATOR = "operator"
 ADMIN = "admin"
 ROLES = (VIEWER, OPERATOR, ADMIN)
 
-APPS = ("campaigns", "collectors", "storageops", "alerts", "django_celery_beat")
+# Apps outside this project whose permissions the roles hold too (the schedules' models).
+OTHER_APPS = ("django_celery_beat",)
 OPERATOR_EXTRA = (
     "campaigns.start_run",
     "campaigns.cancel_run",
@@ -24,11 +27,26 @@ OPERATOR_EXTRA = (
 )
 
 
+def role_apps() -> tuple[str, ...]:
+    """The labels whose permissions the roles hold: every installed app of this project (an
+    engine's app too, which no list here names) and OTHER_APPS."""
+    from django.apps import apps
+    from django.conf import settings
+
+    libraries = {"site-packages", "dist-packages"}  # a virtual environment may sit inside BASE_DIR
+    ours = [
+        c.label
+        for c in apps.get_app_configs()
+        if Path(c.path).is_relative_to(settings.BASE_DIR) and not libraries & set(Path(c.path).parts)
+    ]
+    return (*ours, *OTHER_APPS)
+
+
 def sync_groups(apps) -> None:
     """Create or update the groups; safe to call again after new models or permissions."""
     Group = apps.get_model("auth", "Group")
     Permission = apps.get_model("auth", "Permission")
-    ours = Permission.objects.filter(content_type__app_label__in=APPS)
+    ours = Permission.objects.filter(content_type__app_label__in=role_apps())
     view = ours.filter(codename__startswith="view_")
     operator_extra = [
         ours.get(content_type__app_label=label.split(".")[0], codename=label.split(".")[1]) for label in OPERATOR_EXTRA

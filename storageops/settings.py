@@ -13,7 +13,7 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from storageops.env import env_bool, env_int, env_list, env_secret, env_str
+from storageops.env import env_bool, env_fernet_keys, env_int, env_list, env_secret, env_str
 from storageops.oidc import config as oidc_config
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -45,6 +45,11 @@ INSTALLED_APPS = [
     "csp",
     "django_celery_beat",
     "campaigns",
+    # The engines, each an app of its own that registers itself when ready, in the order the
+    # forms offer them (gfal2, the default, first). A new engine is its package and a line here.
+    "campaigns.runs.engines.gfal2",
+    "campaigns.runs.engines.fts",
+    "campaigns.runs.engines.xrootd",
     "collectors",
     "alerts",
     # Development tooling (XRootD test servers, `manage.py runsite`, the demo site); a
@@ -208,6 +213,21 @@ if not CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
 # visibility timeout; run recovery is done from the database, not by redelivery.
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 12 * 3600}
 CELERY_RESULT_BACKEND = env_str("CELERY_RESULT_BACKEND", CELERY_BROKER_URL)
+
+# --- Caches ---------------------------------------------------------------------------------
+# "default" is each process's own memory (short-lived shares inside one process). "shared" is
+# Redis, seen by every web process: a live run's views are computed once a second for all of its
+# viewers, whichever process answers them (campaigns.web.live_snapshot). Its keys carry the
+# database's name (storageops.shared_cache), so sites or test workers on one Redis never mix.
+CACHES = {
+    "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+    "shared": {
+        "BACKEND": "storageops.redis_cache.SharedRedisCache",
+        "LOCATION": env_str("STORAGEOPS_SHARED_CACHE_URL", CELERY_BROKER_URL),
+        "KEY_FUNCTION": "storageops.shared_cache.key",
+        "TIMEOUT": 60,
+    },
+}
 CELERY_RESULT_EXPIRES = 24 * 3600
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
@@ -271,6 +291,11 @@ STORAGEOPS_GRAFANA_URL = env_str("STORAGEOPS_GRAFANA_URL", "")
 STORAGEOPS_GRAFANA_TOKEN = env_secret("STORAGEOPS_GRAFANA_TOKEN", "")
 if STORAGEOPS_GRAFANA_URL and not STORAGEOPS_GRAFANA_URL.startswith(("http://", "https://")):
     raise ImproperlyConfigured(f"STORAGEOPS_GRAFANA_URL={STORAGEOPS_GRAFANA_URL!r} must be an http(s) URL")
+# The keys that seal the secrets kept in the database (endpoint and FTS tokens, webhook URLs:
+# storageops.sealed, docs/security.md): Fernet keys, comma-separated, or one a line in the file
+# STORAGEOPS_SECRETS_KEY_FILE. The first seals; every one opens (rotate_secrets_key). None is
+# needed until a secret is stored; make one with `manage.py make_secrets_key`.
+STORAGEOPS_SECRETS_KEYS = env_fernet_keys("STORAGEOPS_SECRETS_KEY")
 # Minutes around a restart or config change that a trimmed analysis leaves out (each side).
 STORAGEOPS_DISTURBANCE_MARGIN_SECONDS = env_int("STORAGEOPS_DISTURBANCE_MARGIN_SECONDS", 120, minimum=0)
 

@@ -29,6 +29,11 @@ def human_rate(value: float | None) -> str:
     return si(value, "B/s")
 
 
+def share(value: float, digits: int = 0) -> str:
+    """A fraction as the pages write percentages, with a space before the sign ("93 %")."""
+    return f"{100.0 * value:.{digits}f} %"
+
+
 def human_duration(seconds: float | str | None) -> str:
     try:
         seconds = float(seconds)  # type: ignore[arg-type]

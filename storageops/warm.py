@@ -4,7 +4,7 @@ Python's cyclic garbage collector scans every container object of the generation
 and a full collection scans them all: the modules, classes, URL patterns, templates and caches a
 Django process holds for its whole life (about 145,000 objects here) are scanned again each time,
 though none of them ever becomes garbage. Under load that was 6 % of a web process's CPU, against
-2 % for the smaller process of 2026-11-22 (docs/benchmarks.md). Importing the URLconf (every
+2 % for a process with fewer modules (docs/benchmarks.md). Importing the URLconf (every
 view module, which Django would otherwise import at the first request) and then freezing what
 exists (``gc.freeze``: the permanent generation, never scanned) leaves the collector only what
 requests allocate.

@@ -38,6 +38,10 @@ def _test_database_left_alone_at_the_end(django_db_setup, django_db_blocker):
     yield
     from django.db import connection
 
+    if not connection.settings_dict["NAME"].startswith("test_"):
+        # No test of this process used the database, so none was made: the connection is the
+        # site's own database, where the other test processes' sessions must be left alone.
+        return
     others = (
         "SELECT pid, state, left(query, 120) FROM pg_stat_activity "
         "WHERE datname = current_database() AND pid <> pg_backend_pid()"
@@ -200,6 +204,45 @@ def xrootd_https_pair(tmp_path_factory, test_ca):
     finally:
         for server in servers:
             server.stop()
+
+
+TOKEN_AUDIENCE = "https://storageops.test/doors"
+
+
+@pytest.fixture(scope="session")
+def token_doors(tmp_path_factory, test_ca):
+    """A storage-token issuer (devsite.token_issuer, a double of a site's IAM, over HTTPS) and two
+    XRootD doors (davs) that check its tokens with Debian's real SciTokens plugin, fetching its
+    keys over HTTPS: (issuer, door a, door b). Scopes are relative to the doors' /data."""
+    from devsite.token_issuer import TokenIssuer
+    from devsite.xrootd_server import TokenTrust, XRootDServer
+
+    issuer = TokenIssuer(test_ca).start()
+    trust = TokenTrust(issuer.url, TOKEN_AUDIENCE, test_ca.ca_cert, base_path="/data")
+    base = tmp_path_factory.mktemp("xrootd-tokens")
+    servers = []
+    try:
+        for name in ("tokens1", "tokens2"):
+            door = XRootDServer(name, base / name, https=test_ca, workdir=base / f"{name}-run", tokens=trust)
+            servers.append(door.start())
+        yield issuer, *servers
+    finally:
+        for server in servers:
+            server.stop()
+        issuer.stop()
+
+
+@pytest.fixture
+def token_site(token_doors, test_ca):
+    """The token doors and their issuer registered as a TokenIssuer: (issuer, door a, door b, row)."""
+    from campaigns.models import TokenIssuer
+
+    issuer, a, b = token_doors
+    row = TokenIssuer.objects.create(
+        name="test-iam", token_endpoint=issuer.token_endpoint, client_id=issuer.client_id,
+        client_secret=issuer.client_secret, audience=TOKEN_AUDIENCE, base_path="/data", ca_file=str(test_ca.ca_cert),
+    )  # fmt: skip
+    return issuer, a, b, row
 
 
 # -- single sign-on: a real OpenID provider (node oidc-provider) on loopback ---------------------------

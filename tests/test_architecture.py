@@ -50,10 +50,13 @@ ALLOWED_IMPORTS: dict[tuple[str, str], str] = {}
 # needs (a data migration's logic) is copied into it and works on historical models.
 MIGRATION_FIELD_REFERENCES: dict[str, str] = {
     "storageops.validators": "URL and path validators of fields in campaigns, collectors and alerts migrations",
+    "storageops.sealed": "SealedTextField/SealedCharField, the class of the sealed secrets' fields (campaigns 0027, "
+    "alerts 0006)",
     "campaigns.models.definitions": "validators and defaults of Campaign and Backend fields (0001, its squash)",
     "campaigns.models.schedules": "validators of CampaignSchedule fields (0001, its squash)",
     "campaigns.models.sweep_rules": "the validator of Campaign.sweep (0010)",
     "campaigns.models.engine_registry": "the choices of Campaign.engine: the registered engines (0015)",
+    "campaigns.models.token_issuers": "the validator of TokenIssuer.token_endpoint (0028)",
     "collectors.models": "validators of Host fields (0001, its squash)",
     "alerts.models": "the default and validator of Subscription.kinds (0001)",
 }
@@ -316,6 +319,45 @@ def test_runs_never_import_web_api_or_tasks():
     )
 
 
+# A storage library is imported by its own package alone; everything else reaches it through
+# campaigns.runs.storage (the Storage interface) or the engine registry.
+LIBRARY_PACKAGES = {"gfal2": "campaigns.runs.engines.gfal2", "XRootD": "campaigns.runs.engines.xrootd"}
+
+
+def test_storage_libraries_are_imported_by_their_own_package_only():
+    _check_direction(
+        "only campaigns/runs/engines/<name>/ imports its own package: others go through campaigns.runs.storage "
+        "or the engine registry (campaigns.apps names the modules to load)",
+        PACKAGES,
+        lambda importer, imported: any(
+            _within(imported, package) and not _within(importer, package) for package in LIBRARY_PACKAGES.values()
+        ),
+    )
+    outside = [
+        f"{_modules()[module].relative_to(ROOT)}:{node.lineno}: {ast.unparse(node)}"
+        for module, node in _third_party_imports()
+        for library, package in LIBRARY_PACKAGES.items()
+        if _imported_names(node) & {library} and not _within(module, package)
+    ]
+    assert not outside, "a storage library imported outside its engine's package:\n" + "\n".join(outside)
+
+
+def _third_party_imports() -> list[tuple[str, ast.stmt]]:
+    found = []
+    for module, path in _modules().items():
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.Import | ast.ImportFrom) and not getattr(node, "level", 0):
+                found.append((module, node))
+    return found
+
+
+def _imported_names(node: ast.stmt) -> set[str]:
+    """The top-level names an import statement loads (`import a.b` and `from a.b import c`: a)."""
+    if isinstance(node, ast.ImportFrom):
+        return {(node.module or "").split(".")[0]}
+    return {alias.name.split(".")[0] for alias in node.names}
+
+
 def test_models_import_only_models_and_choices_of_campaigns():
     _check_direction(
         "campaigns/models/ is the bottom room; of campaigns it may import only campaigns.models and campaigns.choices",
@@ -341,6 +383,53 @@ def test_apps_import_only_their_own_floor_and_those_below():
     )
 
 
+@cache
+def _task_names() -> dict[str, str]:
+    """Every Celery task the project declares, by name, with the app that declares it."""
+    names = {}
+    for module, path in _modules().items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "shared_task":
+                for keyword in node.keywords:
+                    if keyword.arg == "name" and isinstance(keyword.value, ast.Constant):
+                        names[keyword.value.value] = module.split(".")[0]
+    return names
+
+
+# Modules that compose the project and so name every app: the URLconf includes each app's URLs,
+# the settings route each task to its queue.
+COMPOSITION = ("storageops.settings", "storageops.urls")
+
+
+def _upward_task_names(modules: dict[str, Path], tasks: dict[str, str]) -> list[str]:
+    """String constants of a lower app's code that name a higher app's Celery task ("alerts.x"):
+    an upward dependency no import shows (the task sent by name)."""
+    found = []
+    for name, path in modules.items():
+        floor = APP_ORDER.index(name.split(".")[0])
+        for node in ast.walk(ast.parse(path.read_text())):
+            named = isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in tasks
+            if named and APP_ORDER.index(tasks[node.value]) > floor:
+                found.append(f"{name}: {node.value!r}")
+    return found
+
+
+def test_lower_apps_name_no_task_of_a_higher_app():
+    """A lower app that sends a higher app's task by name depends on it as surely as an import:
+    it tells a moment (storageops.alerting) or a registry (storageops.schedules, storageops.beat)
+    that the higher app fills in its ready()."""
+    modules = {n: p for n, p in _modules().items() if n.split(".")[0] != "devsite" and n not in COMPOSITION}
+    assert len(_task_names()) >= 10
+    assert _upward_task_names(modules, _task_names()) == []
+
+
+def test_the_task_name_rule_sees_one(tmp_path):
+    sneaky = tmp_path / "loop.py"
+    sneaky.write_text('send("alerts.run_stalled", 1)\n')
+    found = _upward_task_names({"campaigns.runs.loop": sneaky}, {"alerts.run_stalled": "alerts"})
+    assert found == ["campaigns.runs.loop: 'alerts.run_stalled'"]
+
+
 def test_the_app_rule_sees_an_upward_import():
     # Guards the app test against passing because it cannot see a violation.
     assert _points_up("storageops.metrics", "campaigns.models")
@@ -356,7 +445,8 @@ def _points_up(importer: str, imported: str) -> bool:
 
 # --- Migrations ----------------------------------------------------------------------------
 def _migration_files() -> list[Path]:
-    return sorted(path for package in PACKAGES for path in (ROOT / package / "migrations").glob("[0-9]*.py"))
+    # Every app's migrations, an app nested in another's package too (the FTS engine's app).
+    return sorted(path for package in PACKAGES for path in (ROOT / package).rglob("migrations/[0-9]*.py"))
 
 
 def _migration_problems(path: Path, root: Path = ROOT) -> list[str]:

@@ -12,11 +12,11 @@ import pytest
 
 from alerts import delivery
 from alerts.models import Delivery, Subscription
-from campaigns.runs.engines.base import CopyOptions
+from campaigns.runs.engines.copies import CopyOptions
 from campaigns.runs.engines.fts.client import FtsClient, FtsError, FtsSettings
 from campaigns.runs.engines.gfal2.client import Gfal2Copier
-from campaigns.runs.engines.gfal2.copy_threads import GIVE_UP
-from campaigns.runs.engines.gfal2.deadline import DeadlineExceeded
+from campaigns.runs.executors.copy_threads import GIVE_UP
+from campaigns.runs.executors.deadline import DeadlineExceeded
 from collectors import node_exporter
 from collectors.models import Host
 from tests.support.silent_servers import silent_http_server, silent_tcp_server

@@ -12,7 +12,7 @@ that reaches another server is looked at:
   server like any client; a local one costs nothing to bound);
 - a gfal2 context's calls that talk to storage (stat, checksum, listdir, mkdir, unlink, open,
   filecopy …), and a copier's ``copy()``: inside a lambda handed to the deadline helper
-  (``campaigns.runs.engines.gfal2.deadline.with_deadline``, or ``Gfal2Copier._deadline``).
+  (``campaigns.runs.executors.deadline.with_deadline``, or ``Gfal2Copier._deadline``).
 
 An exception is an entry of ``ALLOWED`` below with its reason; an entry that matches nothing
 fails, so it is deleted rather than left to hide the next call without a deadline.
@@ -43,7 +43,7 @@ DEADLINE_HELPERS = {"with_deadline", "_deadline", "call_with_deadline", "run_wit
 #: (file, function, kind) -> why that call needs no deadline here. ``function`` is the
 #: qualified name of the innermost enclosing function ("Class.method").
 _COPY_POOL = (
-    "run by a thread of the copy pool (engines/gfal2/copy_threads.py), whose enforce_deadlines "
+    "run by a thread of the copy pool (executors/copy_threads.py), whose enforce_deadlines "
     "cancels the copy's context at the campaign's timeout + DEADLINE_GRACE and gives the copy up "
     "GIVE_UP s later"
 )
@@ -57,12 +57,12 @@ ALLOWED: dict[tuple[str, str, str], str] = {
     ("campaigns/runs/engines/gfal2/client.py", "Gfal2Copier._check_streamed", "gfal2"): _COPY_POOL
     + " (called by _stream)",
     ("campaigns/runs/engines/gfal2/checksum.py", "Gfal2Checksummer.copy", "gfal2"): _COPY_POOL,
-    ("campaigns/runs/engines/gfal2/copy_threads.py", "CopyThreads._run", "gfal2"): "the copy pool itself: "
+    ("campaigns/runs/executors/copy_threads.py", "CopyThreads._run", "gfal2"): "the copy pool itself: "
     "enforce_deadlines cancels a copy past its deadline and gives it up GIVE_UP s later",
     # The readiness check's copies (its download and third-party steps); its uploads, stats,
     # checksums and deletes go through the copier's deadlined calls.
-    ("campaigns/readiness.py", "_Runner._download", "gfal2"): _READINESS_STEP,
-    ("campaigns/readiness.py", "_Runner._tpc", "gfal2"): _READINESS_STEP,
+    ("campaigns/readiness/__init__.py", "_Runner._download", "gfal2"): _READINESS_STEP,
+    ("campaigns/readiness/__init__.py", "_Runner._tpc", "gfal2"): _READINESS_STEP,
 }
 
 

@@ -34,14 +34,13 @@ class EngineOptionsField(serializers.JSONField):
     """The engine's own options (Campaign.engine_options), checked by the engine's schema."""
 
 
-# Engine options were fields of their own until they moved into engine_options (migration
-# campaigns 0016). A client still sending them gets a 400 that names the new place, rather than
-# an alias: two spellings of one option would both have to be documented, merged and kept.
-RETIRED_OPTION_FIELDS = {"fts_instance": "instance", "fts_priority": "priority", "fts_strict_copy": "strict_copy"}
-
-
+# Engine options were fields of their own until they moved into engine_options. A client still
+# sending them gets a 400 that names the new place, rather than an alias: two spellings of one
+# option would both have to be documented, merged and kept. Each engine names its own
+# (EngineEntry.retired_fields).
 def refuse_retired_option_fields(data) -> None:
-    retired = sorted(set(RETIRED_OPTION_FIELDS) & set(data)) if hasattr(data, "keys") else []
-    if retired:
+    retired = {old: new for entry in engine_registry.registered() for old, new in entry.retired_fields}
+    sent = sorted(set(retired) & set(data)) if hasattr(data, "keys") else []
+    if sent:
         moved = 'Moved into engine_options: send "engine_options": {{"{}": ...}}.'
-        raise serializers.ValidationError({name: [moved.format(RETIRED_OPTION_FIELDS[name])] for name in retired})
+        raise serializers.ValidationError({name: [moved.format(retired[name])] for name in sent})

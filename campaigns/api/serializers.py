@@ -1,11 +1,11 @@
 from __future__ import annotations
 
-from django.conf import settings
 from django.core.exceptions import ValidationError as DjangoValidationError
 from rest_framework import serializers
 
 from campaigns import runs
 from campaigns.api.engine_options import EngineOptionsField, refuse_retired_option_fields
+from campaigns.api.transfer_extras import WithTransferExtras
 from campaigns.choices import BaselineChoice
 from campaigns.models import (
     SCHEDULE_SETTINGS,
@@ -13,17 +13,16 @@ from campaigns.models import (
     Campaign,
     CampaignSchedule,
     Endpoint,
-    FtsInstance,
     ReadinessCheck,
     Run,
+    TokenIssuer,
     Transfer,
+    campaign_rules,
 )
-from campaigns.models.engine_rules import client_pool_error, copy_mode_error
 from campaigns.results import baseline_choice, readers
 from collectors.models import Host
 from storageops import paths
 from storageops.api.base import BaseModelSerializer, FieldsBuiltOnce
-from storageops.validators import check_source_urls, folder_errors, validate_http_url
 
 
 class BackendSerializer(BaseModelSerializer):
@@ -71,6 +70,7 @@ class EndpointSerializer(BaseModelSerializer):
             "hosts",
             "bearer_token",
             "has_token",
+            "token_issuer",
             "x509_proxy",
             "ca_dir",
             "notes",
@@ -84,57 +84,40 @@ class EndpointSerializer(BaseModelSerializer):
     protocol = serializers.CharField(read_only=True)
 
 
-class FtsInstanceSerializer(BaseModelSerializer):
-    # Secrets go in, never out.
-    bearer_token = serializers.CharField(
-        write_only=True, required=False, allow_blank=True, style={"input_type": "password"}
-    )
-    has_token = serializers.SerializerMethodField()
-    auth_kind = serializers.CharField(read_only=True)
+class TokenIssuerSerializer(BaseModelSerializer):
+    # The secret goes in, never out; leaving it out of an update keeps the stored one.
+    client_secret = serializers.CharField(write_only=True, max_length=500, style={"input_type": "password"})
+    has_secret = serializers.SerializerMethodField()
 
-    def get_has_token(self, obj) -> bool:
-        return bool(obj.bearer_token)
+    def get_has_secret(self, obj) -> bool:
+        return bool(obj.client_secret)
 
     class Meta:
-        model = FtsInstance
-        route = "fts-instances"
+        model = TokenIssuer
+        route = "token-issuers"
         fields = [
             "id",
             "url",
             "display",
             "name",
-            "rest_url",
-            "x509_cert",
-            "x509_key",
-            "bearer_token",
-            "has_token",
-            "auth_kind",
-            "ca_path",
-            "verify_tls",
-            "files_per_job",
-            "manage_link_limits",
-            "poll_seconds",
+            "token_endpoint",
+            "client_id",
+            "client_secret",
+            "has_secret",
+            "audience",
+            "base_path",
+            "ca_file",
+            "timeout",
             "notes",
             "created",
             "last_updated",
         ]
 
-    rest_url = serializers.CharField(
-        source="url",
-        validators=[validate_http_url],
-        help_text="The FTS3 REST server, e.g. https://fts3.example.org:8446",
-    )
-
-
-def _expect_endpoints(instance: Campaign, attrs: dict) -> None:
-    """Tell the campaign the endpoints it is about to have, so that its own validation checks
-    the copy modes against them: a PATCH that changes the endpoints and the mode together is
-    judged on the new endpoints, not on the old ones."""
-    if "sources" in attrs or "destinations" in attrs:
-        instance.pending_endpoints = tuple(
-            list(attrs[name]) if name in attrs else list(getattr(instance, name).all()) if instance.pk else []
-            for name in ("sources", "destinations")
-        )
+    def get_fields(self):
+        fields = super().get_fields()
+        if self.instance is not None and not isinstance(self.instance, list):
+            fields["client_secret"].required = False
+        return fields
 
 
 class CampaignSerializer(BaseModelSerializer):
@@ -148,78 +131,25 @@ class CampaignSerializer(BaseModelSerializer):
     planned_bytes = serializers.IntegerField(read_only=True)
     engine_options = EngineOptionsField(
         required=False,
-        help_text='The engine\'s own options: {} for gfal2; for FTS3 {"instance": <FTS instance id>} and optionally '
-        '"priority" (1-5, 3) and "strict_copy" (false).',
+        help_text="The engine's own options, a JSON object checked by the chosen engine's schema; each option "
+        "below says its engine.",
     )
 
     def to_internal_value(self, data):
         refuse_retired_option_fields(data)
         return super().to_internal_value(data)
 
-    def validate(self, attrs: dict) -> dict:
-        attrs = super().validate(attrs)
-        instance = self.instance
-        engine = attrs.get("engine", instance.engine if instance else Campaign._meta.get_field("engine").default)
-        clients = attrs["clients"] if "clients" in attrs else list(instance.clients.all()) if instance else []
-        if problem := client_pool_error(engine, clients):
-            raise serializers.ValidationError({"clients": [problem]})
-        if problem := self._copy_mode_error(attrs, engine):
-            raise serializers.ValidationError({"tpc_mode": [problem]})
-        if errors := self._folder_errors(attrs):
-            raise serializers.ValidationError({name: [problem] for name, problem in errors.items()})
-        listing = attrs.get("source_listing", instance.source_listing if instance else "")
-        if listing != "urls":
-            return attrs
-        sources = attrs["sources"] if "sources" in attrs else list(instance.sources.all()) if instance else []
-        if sources:
-            text = attrs.get("source_urls", instance.source_urls if instance else "")
-            problem = check_source_urls(text, [ep.url for ep in sources], settings.STORAGEOPS_MAX_LISTED_SOURCES)
-            if problem:
-                raise serializers.ValidationError({"source_urls": [problem]})
-        return attrs
-
-    def before_model_clean(self, instance: Campaign, attrs: dict) -> None:
-        _expect_endpoints(instance, attrs)
-
-    def update(self, instance: Campaign, validated_data: dict) -> Campaign:
-        # The model validates itself again when saved, before DRF sets the many-to-many fields.
-        _expect_endpoints(instance, validated_data)
-        try:
-            return super().update(instance, validated_data)
-        finally:
-            instance.__dict__.pop("pending_endpoints", None)
-
-    def _folder_errors(self, attrs: dict) -> dict[str, str]:
-        """The campaign's folders below the endpoints given (or kept), by the one path rule."""
-        instance = self.instance
-        chosen = [
-            attrs[name] if name in attrs else getattr(instance, name).all() if instance else []
-            for name in ("sources", "destinations")
-        ]
-        folders = {
-            name: attrs.get(name, getattr(instance, name) if instance else Campaign._meta.get_field(name).default)
-            for name in ("source_path", "destination_path")
-        }
-        return folder_errors(folders, [ep.url for group in chosen for ep in group])
-
-    def _copy_mode_error(self, attrs: dict, engine: str) -> str | None:
-        """The modes asked against the endpoints given (or kept), as the model checks a saved campaign."""
-        instance = self.instance
-
-        def value(name: str):
-            if name in attrs:
-                return attrs[name]
-            if instance is not None:
-                return getattr(instance, name)
-            return Campaign._meta.get_field(name).get_default()
-
-        def endpoints(name: str) -> list:
-            return list(attrs[name]) if name in attrs else list(getattr(instance, name).all()) if instance else []
-
-        return copy_mode_error(
-            engine, value("kind"), value("tpc_mode"), value("sweep"), value("direction"),
-            endpoints("sources"), endpoints("destinations"),
-        )  # fmt: skip
+    def relation_errors(self, instance: Campaign, attrs: dict) -> dict[str, str]:
+        """The campaign's rules against the endpoints and clients given, or kept where the request
+        leaves them (campaign_rules: the form's and the admin's too)."""
+        kept = campaign_rules.Relations.saved(self.instance) if self.instance else campaign_rules.Relations((), (), ())
+        relations = campaign_rules.Relations(
+            *(
+                list(attrs[name]) if name in attrs else getattr(kept, name)
+                for name in ("sources", "destinations", "clients")
+            )
+        )
+        return campaign_rules.relation_errors(instance, relations)
 
     class Meta:
         model = Campaign
@@ -446,7 +376,9 @@ class ReadinessCheckSerializer(BaseModelSerializer):
         ]  # fmt: skip
 
 
-class TransferSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
+class TransferSerializer(FieldsBuiltOnce, WithTransferExtras, serializers.ModelSerializer):
+    # Beside Transfer's own fields, what the engines record of it in tables of their own
+    # (campaigns.models.transfer_extras), under the names their engines register.
     class Meta:
         model = Transfer
         fields = [
@@ -471,8 +403,6 @@ class TransferSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
             "copy_mode",
             "source_checksum",
             "destination_checksum",
-            "fts_job_id",
-            "fts_file_id",
             "transfer_host",
         ]
         read_only_fields = fields

@@ -15,17 +15,18 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from campaigns import editing, readiness, readiness_lease, runs
+from campaigns import editing, readiness, runs
+from campaigns.api import shared_reads
 from campaigns.api.serializers import (
     BackendSerializer,
     BaselineChoiceSerializer,
     CampaignScheduleSerializer,
     CampaignSerializer,
     EndpointSerializer,
-    FtsInstanceSerializer,
     ReadinessCheckSerializer,
     RunListSerializer,
     RunSerializer,
+    TokenIssuerSerializer,
     TransferSerializer,
 )
 from campaigns.models import (
@@ -33,11 +34,13 @@ from campaigns.models import (
     Campaign,
     CampaignSchedule,
     Endpoint,
-    FtsInstance,
     ReadinessCheck,
     Run,
+    TokenIssuer,
     Transfer,
+    transfer_extras,
 )
+from campaigns.readiness import lease as readiness_lease
 from campaigns.reports import content as report_content
 from campaigns.reports import download as report_download
 from campaigns.results import baseline_choice, comparison, exports, readers
@@ -61,9 +64,9 @@ class EndpointViewSet(BaseViewSet):
     filterset_fields = ["name", "backend", "backend__name"]
 
 
-class FtsInstanceViewSet(BaseViewSet):
-    queryset = FtsInstance.objects.all()
-    serializer_class = FtsInstanceSerializer
+class TokenIssuerViewSet(BaseViewSet):
+    queryset = TokenIssuer.objects.all()
+    serializer_class = TokenIssuerSerializer
     filterset_fields = ["name"]
 
 
@@ -76,6 +79,12 @@ class CampaignViewSet(BaseViewSet):
     serializer_class = CampaignSerializer
     filterset_fields = ["name", "kind", "engine"]
     action_permissions = {"start": ["campaigns.start_run"], "clone": ["campaigns.add_campaign"]}
+
+    def list(self, request, *args, **kwargs):
+        """Campaigns; the list is shared by every client of the moment (shared_reads)."""
+        listed = super().list
+        moment = lambda: shared_reads.list_moment("campaigns")  # noqa: E731
+        return shared_reads.shared(request, self, moment, lambda: listed(request, *args, **kwargs))
 
     @extend_schema(request=None, responses={202: RunSerializer})
     @action(detail=True, methods=["post"])
@@ -132,6 +141,18 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
     def get_serializer_class(self):
         return RunListSerializer if self.action == "list" else RunSerializer
 
+    def retrieve(self, request, *args, **kwargs):
+        """One run; a live one's answer is shared by every client of the moment (shared_reads)."""
+        one = super().retrieve
+        moment = lambda: shared_reads.live_run_moment(kwargs.get("pk"))  # noqa: E731
+        return shared_reads.shared(request, self, moment, lambda: one(request, *args, **kwargs))
+
+    def list(self, request, *args, **kwargs):
+        """Runs; the list is shared by every client of the moment (shared_reads)."""
+        listed = super().list
+        moment = lambda: shared_reads.list_moment("runs")  # noqa: E731
+        return shared_reads.shared(request, self, moment, lambda: listed(request, *args, **kwargs))
+
     def get_queryset(self):
         if self.action != "list":
             return super().get_queryset()
@@ -146,6 +167,7 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
                 judgement_status=KT("summary__judgement__status"),
                 judgement_headline=KT("summary__judgement__headline"),
                 transfers_deleted=KT("summary__archived__transfers_deleted"),
+                not_needed=KT("summary__not_needed"),
                 final_throughput_bps=KT("summary__total__throughput_bps"),
             )
         )
@@ -389,3 +411,17 @@ class TransferViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets
     permission_classes = [RolePermission]
     pagination_class = TransferCursor
     filterset_class = TransferFilter
+
+    def get_queryset(self):
+        # The engines' columns of a transfer (transfer_extras) in the same query, not one a row.
+        # (select_related() without a name would follow every foreign key.)
+        relations = transfer_extras.relations()
+        transfers = super().get_queryset()
+        return transfers.select_related(*relations) if relations else transfers
+
+    def list(self, request, *args, **kwargs):
+        """Transfers; those of one live run are shared by every client of the moment (shared_reads)."""
+        runs_asked = request.query_params.getlist("run")
+        moment = lambda: shared_reads.live_run_moment(runs_asked[0]) if len(runs_asked) == 1 else None  # noqa: E731
+        listed = super().list
+        return shared_reads.shared(request, self, moment, lambda: listed(request, *args, **kwargs))

@@ -1,18 +1,17 @@
 """The campaigns app's models: definitions (what is tested), records (what happened),
-schedules, and the FTS instances runs are driven through."""
+schedules. An engine's own models are in its app (campaigns.runs.engines.fts.models)."""
 
 from campaigns.models.buckets import TransferBucket
+from campaigns.models.campaign_rules import file_size_error
 from campaigns.models.definitions import (
     Backend,
     Campaign,
     Endpoint,
     default_concurrency_steps,
-    file_size_error,
     validate_absolute_path,
     validate_concurrency_steps,
     validate_file_mix,
 )
-from campaigns.models.fts import FtsInstance, FtsLinkLimit
 from campaigns.models.readiness import ReadinessCheck, ReadinessGrid
 from campaigns.models.records import Run, RunChart, RunStep, Transfer
 from campaigns.models.schedules import (
@@ -24,6 +23,7 @@ from campaigns.models.schedules import (
     validate_time_zone,
     validate_weekdays,
 )
+from campaigns.models.token_issuers import TokenIssuer
 
 __all__ = [
     "SCHEDULE_SETTINGS",
@@ -32,13 +32,12 @@ __all__ = [
     "Campaign",
     "CampaignSchedule",
     "Endpoint",
-    "FtsInstance",
-    "FtsLinkLimit",
     "ReadinessCheck",
     "ReadinessGrid",
     "Run",
     "RunChart",
     "RunStep",
+    "TokenIssuer",
     "Transfer",
     "TransferBucket",
     "default_concurrency_steps",

@@ -11,8 +11,10 @@ from django.db import models
 from django.urls import reverse
 
 from campaigns import choices
-from campaigns.models import engine_registry, engine_rules, sweep_rules
+from campaigns.models import campaign_rules, engine_registry, sweep_rules
+from campaigns.models.token_issuers import TOKEN_SCHEMES, TokenIssuer
 from storageops.models import BaseModel
+from storageops.sealed import SealedTextField
 from storageops.validators import (
     MAX_INT32,
     validate_absolute_path,
@@ -72,8 +74,20 @@ class Endpoint(BaseModel):
     hosts = models.ManyToManyField(
         "collectors.Host", blank=True, related_name="endpoints", help_text="The doors serving this endpoint."
     )
-    # Credentials are per endpoint; the token is write-only in forms and the API and never logged.
-    bearer_token = models.TextField(blank=True, help_text="Bearer token sent to this endpoint (write-only).")
+    # Credentials are per endpoint; the token is write-only in forms and the API, never logged, and
+    # sealed in the database (storageops.sealed).
+    bearer_token = SealedTextField(blank=True, help_text="Bearer token sent to this endpoint (write-only).")
+    # Without an issuer the static token above (if any) is sent as it is; with one, each run asks
+    # it for tokens scoped to that run's paths (campaigns.runs.tokens).
+    token_issuer = models.ForeignKey(
+        TokenIssuer,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="endpoints",
+        help_text="Tokens from this issuer, scoped per run to the paths the run reads and writes; "
+        "empty: the static bearer token, if any.",
+    )
     x509_proxy = models.CharField(max_length=500, blank=True, validators=[validate_absolute_path])
     ca_dir = models.CharField(
         "CA directory",
@@ -103,6 +117,25 @@ class Endpoint(BaseModel):
     @property
     def protocol(self) -> str:
         return urlsplit(self.url).scheme
+
+    def clean(self) -> None:
+        super().clean()
+        if self.token_issuer_id is None:
+            return
+        if self.bearer_token:
+            raise ValidationError({"token_issuer": "Use either a static bearer token or a token issuer, not both."})
+        if self.protocol not in TOKEN_SCHEMES:
+            why = f"Tokens from an issuer are sent to davs:// and https:// doors only, not {self.protocol}://."
+            raise ValidationError({"token_issuer": why})
+        try:
+            self.token_issuer.scope_path(urlsplit(self.url).path or "/")
+        except ValidationError as exc:
+            raise ValidationError({"token_issuer": exc.messages}) from None
+
+    @property
+    def token_kind(self) -> str:
+        """How this endpoint authenticates with a token: "issuer", "static" or ""."""
+        return "issuer" if self.token_issuer_id else "static" if self.bearer_token else ""
 
 
 def default_concurrency_steps() -> list[int]:
@@ -136,14 +169,6 @@ def validate_file_mix(value: object) -> None:
                     "In the file mix, %(key)s must be a whole number of at least 1 (got %(value)r).",
                     params={"key": key, "value": number},
                 )
-
-
-def file_size_error(size: int) -> str:
-    """Why files of `size` bytes may not be planned, or "" when they may."""
-    limit = settings.STORAGEOPS_MAX_FILE_SIZE
-    if size > limit:
-        return f"Files of up to {limit:,} bytes may be planned (STORAGEOPS_MAX_FILE_SIZE); got {size:,}."
-    return ""
 
 
 class Campaign(BaseModel):
@@ -318,8 +343,8 @@ class Campaign(BaseModel):
     engine_options = models.JSONField(
         default=dict,
         blank=True,
-        help_text="The engine's own options, checked by its schema: none for gfal2 ({}); for FTS3 "
-        '{"instance": <FTS instance id>, "priority": 1-5 (3), "strict_copy": false}.',
+        help_text="The engine's own options, a JSON object checked by the engine's schema ({} for an engine "
+        "that takes none; the API schema lists each engine's).",
     )
 
     class Meta:
@@ -332,81 +357,10 @@ class Campaign(BaseModel):
         return reverse("campaigns:campaign_detail", args=[self.pk])
 
     def clean(self) -> None:
-        errors: dict[str, str] = {}
-        steps = self.concurrency_steps
-        if sweep_rules.step_count(steps, self.sweep) > 1 and not (self.step_seconds or self.step_files):
-            errors["step_seconds"] = "A sweep of several steps needs a step length in seconds or files."
-        errors.update(sweep_rules.sweep_errors(self))
-        copies = self.kind == choices.CampaignKind.TRANSFER
-        if (
-            copies
-            and self.checksum_mode in (choices.ChecksumMode.SOURCE, choices.ChecksumMode.TARGET)
-            and not (self.create_sources or self.source_listing)
-        ):
-            # gfal2 compares one side against an expected value, known only for data StorageOps made.
-            errors["checksum_mode"] = (
-                "Source-only or target-only checks compare against the data's known checksum: "
-                "let StorageOps create the source files, or check both sides."
-            )
-        if isinstance(steps, list) and self.step_files and steps and max(steps) > self.step_files:
-            errors["step_files"] = (
-                f"A step of {self.step_files} files cannot run {max(steps)} copies at once: make it at least "
-                f"{max(steps)} files (several times that measures the step better), or lower the largest step."
-            )
-        errors.update(self._size_errors())
-        errors.update(self._listing_errors())
-        if self.kind == choices.CampaignKind.CHECKSUM_LOAD and self.file_mix:
-            errors["file_mix"] = "A checksum load asks for checksums of files of one size: leave the mix empty."
-        errors = {**engine_rules.engine_errors(self), **errors}  # the engine's own, where nothing else is wrong
-        # The endpoints a form is about to save (set by its clean), else those of a saved campaign.
-        endpoints = getattr(self, "pending_endpoints", None) or (
-            (self.sources.all(), self.destinations.all()) if self.pk else None
-        )
-        if "tpc_mode" not in errors and endpoints:
-            problem = engine_rules.copy_mode_error(
-                self.engine, self.kind, self.tpc_mode, self.sweep, self.direction, *endpoints
-            )
-            if problem:
-                errors["tpc_mode"] = problem
-        if errors:
+        # The rules of its own fields; those against its endpoints and clients are checked with the
+        # ones about to be saved (campaign_rules.relation_errors), by the form, the API and the admin.
+        if errors := campaign_rules.field_errors(self):
             raise ValidationError(errors)
-
-    def _listing_errors(self) -> dict[str, str]:
-        """Existing data: read only, sizes from the storage, transfers only."""
-        if not self.source_listing:
-            return {"source_urls": "Choose 'a list of URLs' to use them."} if self.source_urls.strip() else {}
-        errors: dict[str, str] = {}
-        if self.create_sources:
-            errors["create_sources"] = (
-                "Existing data is only read: StorageOps does not write sources it did not create. "
-                "Untick this, or choose generated files."
-            )
-        if self.file_mix:
-            errors["file_mix"] = "With existing data, the files and their sizes are the storage's: leave the mix empty."
-        if self.kind != choices.CampaignKind.TRANSFER:
-            errors["source_listing"] = "Existing data can be the source of transfers only."
-        elif self.direction != choices.Direction.FORWARD:
-            errors["direction"] = "Existing data is read from the sources only: choose the forward direction."
-        if self.source_listing == choices.SourceListing.URLS and not self.source_urls.strip():
-            errors["source_urls"] = "List at least one URL, one a line."
-        if self.source_listing == choices.SourceListing.FOLDER and self.source_urls.strip():
-            errors["source_urls"] = "A listed folder takes no URL list: empty it, or choose 'a list of URLs'."
-        return errors
-
-    def _size_errors(self) -> dict[str, str]:
-        mix = self.file_mix if isinstance(self.file_mix, list) else []
-        if not all(
-            isinstance(m, dict) and isinstance(m.get("size"), int) and isinstance(m.get("count"), int) for m in mix
-        ):
-            return {}  # the mix's own validator says what is wrong with it
-        sizes = [item["size"] for item in mix]
-        field = "file_mix" if sizes else "file_size"
-        sizes = sizes or [self.file_size or 0]
-        if too_large := file_size_error(max(sizes)):
-            return {field: too_large}
-        if self.planned_bytes >= 2**63:
-            return {field: "The campaign plans more bytes than can be counted (2^63): fewer or smaller files."}
-        return {}
 
     @property
     def planned_files(self) -> int:

@@ -8,7 +8,9 @@ the project; the callables an entry carries come from the engine's own package, 
 downwards (campaigns/runs/engines/<name>/), so the registry adds no upward import.
 
 Adding an engine (docs/architecture.md, "Add an engine"): a package with an executor and an
-`engine` module that calls `register_engine(EngineEntry(...))`, named in `campaigns.apps.ENGINE_MODULES`.
+`engine` module that calls `register_engine(EngineEntry(...))`, and an app of its own (`apps.py`,
+in INSTALLED_APPS) whose ready() imports it; its models, if any, in that app (its per-transfer
+records go through `transfer_extras`).
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ class EngineEntry:
     """What the rest of the project needs to know of one engine.
 
     name, label: the value Campaign.engine stores (at most 10 characters) and what pages show.
-    build_executor(run, executor_id, copier_factory): the executor that drives a run's copies
+    build_executor(run, lease_holder, copier_factory): the executor that drives a run's copies
         (campaigns.runs.executors.base.Executor); copier_factory is the gfal2 copier the driver
         also uses for sources and clean-up, which tests replace.
     drive_task: the Celery task name `starting.dispatch` sends a run of this engine to. An engine
@@ -62,6 +64,8 @@ class EngineEntry:
     copy_mode_error(modes, pairs): why the engine cannot copy these (source URL, destination URL)
         pairs in these asked modes (TpcMode values), or None; None as the entry's value: no
         rule (campaigns.models.engine_rules.copy_mode_error).
+    retired_fields: (campaign field of an earlier release, the option of engine_options it is
+        now) pairs: the API answers a client still sending one with a 400 naming the option.
     """
 
     name: str
@@ -77,6 +81,7 @@ class EngineEntry:
     sweepable: frozenset[str] | None = None
     results_template: str = ""
     copy_mode_error: Callable[[Any, Any], str | None] | None = None
+    retired_fields: tuple[tuple[str, str], ...] = ()
 
 
 _ENGINES: dict[str, EngineEntry] = {}

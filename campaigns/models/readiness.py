@@ -14,7 +14,7 @@ from storageops.models import BaseModel
 
 class ReadinessGrid(BaseModel):
     """One press of the grid page's button (or one daily firing): a check for every endpoint,
-    and for every pair whose schemes share a third-party copy mode (campaigns.readiness_grid)."""
+    and for every pair whose schemes share a third-party copy mode (campaigns.readiness.grid)."""
 
     class Trigger(models.TextChoices):
         MANUAL = "manual", "by hand"

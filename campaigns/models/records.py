@@ -168,19 +168,17 @@ class Transfer(models.Model):
     copy_mode = models.CharField(max_length=20, blank=True, help_text="The mode the engine reports it used.")
     source_checksum = models.CharField(max_length=128, blank=True)
     destination_checksum = models.CharField(max_length=128, blank=True)
-    # Filled by the FTS engine; database defaults so the plan's COPY need not name them.
     # A failed attempt that will be retried waits until then; earlier attempts are kept, one
     # {attempt, started_at, finished_at, duration, category, code, message} each.
     retry_at = models.DateTimeField(null=True, blank=True)
     history = models.JSONField(default=list, blank=True)
-    fts_job_id = models.CharField("FTS job id", max_length=64, blank=True, default="", db_default="")
-    fts_file_id = models.BigIntegerField("FTS file id", null=True, blank=True)
+    # A database default, so that the plan's COPY need not name it.
     transfer_host = models.CharField(
         max_length=255,
         blank=True,
         default="",
         db_default="",
-        help_text="The FTS node, or the StorageOps client, that ran the copy.",
+        help_text="The host that ran the copy, as its engine reports it (a StorageOps client, a copy service's node).",
     )
 
     class Meta:
@@ -199,9 +197,6 @@ class Transfer(models.Model):
 
     def __str__(self) -> str:
         return f"{self.run_id}/{self.index}"
-
-
-from campaigns.models.fts import FtsInstance, FtsLinkLimit  # noqa: E402,F401  (models of this app)
 
 
 class RunChart(models.Model):

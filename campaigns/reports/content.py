@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from campaigns import sweeps
 from campaigns.models import Campaign, Run
-from campaigns.results import analysis, comparison, history, readers, verdicts
+from campaigns.results import analysis, comparison, disturbance, history, readers, verdicts
 from campaigns.spec import RunSpec
 from campaigns.web import chart_registry
 from storageops.version import full_version
@@ -93,6 +93,7 @@ def run_report(run: Run, user: Any) -> dict:
         "judgement": (run.summary or {}).get("judgement"),
         "target_rate_bps": verdicts.target_rate_bps(run),
         "client_rows": analysis.client_rows(run.summary or {}),
+        "disturbance": disturbance.left_out_note(run, result),
         "frozen": frozen(run),
     }
 

@@ -5,6 +5,14 @@ the bytes of its successful copies over its active window (first start to last e
 a mean of per-file rates, which would overstate what the storage sustained. A step with a
 measurement start (FTS's warm-up, RunStep.measured_from) is measured from there instead
 (campaigns.results.measured).
+
+A cancelled run's figures stop at the cancel (Run.cancel_requested_at): copies still running
+then die or drain at no concurrency anyone asked for, so a window that runs past the cancel
+ends there, and its throughput is the bytes moved before it (each copy's spread evenly over its
+duration) over that window. The counts and `bytes` stay what the copies did.
+
+The success rate counts every copy that started: ok over ok, failed and cancelled (a copy a
+cancel stopped did not succeed); a skipped file never started and is not counted.
 """
 
 from __future__ import annotations
@@ -20,7 +28,7 @@ from django.db import connection
 
 from campaigns.choices import TransferState
 from campaigns.models import Endpoint, Run, Transfer
-from campaigns.results import concurrency, measured
+from campaigns.results import concurrency, measured, refill_gap, step_points
 from campaigns.spec import RunSpec
 
 _FIELDS = (
@@ -51,6 +59,7 @@ def percentile(values: list[float], q: float) -> float | None:
 class Aggregate:
     ok: int = 0
     failed: int = 0
+    cancelled: int = 0
     skipped: int = 0
     bytes: int = 0
     # Epoch seconds, as the rows are read (a float holds a microsecond exactly at these
@@ -69,6 +78,9 @@ class Aggregate:
     measured_since: float | None = None
     measured_until: float | None = None  # its drain start; None: to its last end
     measured_moved: float = 0.0
+    # A cancelled run: when its cancel was asked for (epoch seconds), and the bytes moved before.
+    stop_at: float | None = None
+    moved_before_stop: float = 0.0
 
     @property
     def first_start(self) -> datetime | None:
@@ -88,6 +100,8 @@ class Aggregate:
         elif state == TransferState.FAILED:
             self.failed += 1
             self.errors[category or "other"] += 1
+        elif state == TransferState.CANCELLED:
+            self.cancelled += 1
         else:
             self.skipped += 1
         if duration is not None and state in (TransferState.SUCCEEDED, TransferState.FAILED):
@@ -101,12 +115,14 @@ class Aggregate:
             self.measured_moved += measured.bytes_within(
                 moved or 0, started, finished, self.measured_since, self.measured_until
             )
+        if self.stop_at is not None and state == TransferState.SUCCEEDED and started and finished:
+            self.moved_before_stop += measured.bytes_within(moved or 0, started, finished, started, self.stop_at)
 
     def as_dict(self) -> dict:
         self.durations.sort()
         self.latencies.sort()
         out = {
-            **figures(self.ok, self.failed, self.bytes, self.first_start, self.last_end, self.excluded),
+            **figures(self.ok, self.failed, self.bytes, self.first_start, self.last_end, self.excluded, self.cancelled),
             "files_skipped": self.skipped,
             # Bytes per second of copy time: what its copies moved while they ran, however the
             # run's slots were shared. A backend's throughput over its own window is paced by the
@@ -128,7 +144,22 @@ class Aggregate:
             after = end is not None and end > since
             window = active_window(since, end, self.excluded) if after else 0.0
             measured.apply(out, self.measured_since, self.measured_moved, window)
+            if self.stop_at is not None and self.measured_until == self.stop_at:  # the cancel ended its window
+                out["until_cancel"] = datetime.fromtimestamp(self.stop_at, tz=UTC).isoformat()
+        elif self.stop_at is not None and self.first is not None and self.last is not None and self.last > self.stop_at:
+            window = active_window(self.first_start, _datetime(max(self.stop_at, self.first)), self.excluded)
+            stopped(out, self.stop_at, self.moved_before_stop, window)
         return out
+
+
+def stopped(row: dict, at: float, moved: float, window_seconds: float) -> dict:
+    """Give a figure row whose window ran past the run's cancel at `at` (epoch seconds) the
+    figures of its window up to there: the `moved` bytes before it over `window_seconds`."""
+    row["until_cancel"] = datetime.fromtimestamp(at, tz=UTC).isoformat()
+    row["bytes_before_cancel"] = round(moved)
+    row["window_seconds"] = round(window_seconds, 3)
+    row["throughput_bps"] = moved / window_seconds if window_seconds > 0 else None
+    return row
 
 
 def active_window(
@@ -148,17 +179,20 @@ def figures(
     first: datetime | None,
     last: datetime | None,
     excluded: Iterable[tuple[datetime, datetime]] = (),
+    cancelled: int = 0,
 ) -> dict:
     """Counts, bytes, active window, throughput and success rate of a set of copies.
 
     The one throughput formula: the bytes of the successful copies over their active window.
+    The success rate: ok over every copy that started (ok, failed, and cancelled while it ran).
     Every table (run summary, live steps, trimmed comparisons) builds its rows with this.
     """
     window = active_window(first, last, excluded)
-    attempted = ok + failed
+    attempted = ok + failed + cancelled
     return {
         "files_ok": ok,
         "files_failed": failed,
+        "files_cancelled": cancelled,
         "bytes": moved or 0,
         "window_seconds": round(window, 3),
         "throughput_bps": (moved or 0) / window if window > 0 else None,
@@ -195,11 +229,10 @@ def modes_used(counts: Counter) -> str:
     return ", ".join(f"{mode} {n}" for mode, n in counts.most_common())
 
 
-def step_modes(spec: RunSpec, index: int, counts: Counter) -> dict:
+def step_modes(points: dict[int, dict], spec: RunSpec, index: int, counts: Counter) -> dict:
     """A step's copy mode as asked (its point's, a sweep may change it) beside the ones used."""
-    point = spec.point_of(index)
     return {
-        "mode_asked": point.tpc_mode if point else None,
+        "mode_asked": step_points.mode_asked(points, spec, index),
         "copy_modes": dict(counts.most_common()),
         "mode_used": modes_used(counts),
     }
@@ -222,9 +255,10 @@ def run_summary(run: Run, exclude: list[tuple[datetime, datetime]] | None = None
     """
     exclude = exclude or []
     cut = [(lo.timestamp(), hi.timestamp()) for lo, hi in exclude]
+    stop = concurrency.cancel_at(run)
 
     def new() -> Aggregate:
-        return Aggregate(excluded=exclude)
+        return Aggregate(excluded=exclude, stop_at=stop)
 
     total = new()
     windows = concurrency.measured_windows(run)
@@ -234,13 +268,16 @@ def run_summary(run: Run, exclude: list[tuple[datetime, datetime]] | None = None
     left_out = {"transfers": 0, "bytes": 0}
     # The copies' times per step, for the achieved concurrency: read in this pass, not another.
     intervals: concurrency.Intervals = defaultdict(list)
+    copies: dict[int, list[refill_gap.Copy]] = defaultdict(list)  # the same with durations (the gap's)
     spec = RunSpec.of(run)
+    recorded = step_points.step_points(run, spec)
     by_client: dict[str, Aggregate] | None = defaultdict(new) if spec.clients else None
     # The mode gfal2 (or FTS) reported per copy: a step asked one, and its copies may not all agree.
     modes_of: dict[int, Counter] = defaultdict(Counter)
     for step, state, size, moved, started, finished, duration, category, src, dst, host, mode in _rows(run):
         if concurrency.ran(state, step, started, finished):
             intervals[step].append((started, finished))
+            copies[step].append((started, finished, duration))
         if cut and started and finished and any(started <= hi and finished >= lo for lo, hi in cut):
             left_out["transfers"] += 1
             left_out["bytes"] += moved or 0
@@ -254,6 +291,7 @@ def run_summary(run: Run, exclude: list[tuple[datetime, datetime]] | None = None
                     excluded=exclude,
                     measured_since=window.since if window else None,
                     measured_until=window.until if window else None,
+                    stop_at=stop,
                 )
             steps[step].add(*values)
             if mode:
@@ -281,9 +319,11 @@ def run_summary(run: Run, exclude: list[tuple[datetime, datetime]] | None = None
             [
                 {
                     "step": index,
-                    **spec.step_point(index),
+                    **step_points.columns(recorded, spec, index),
                     **steps[index].as_dict(),
-                    **step_modes(spec, index, modes_of[index]),
+                    **step_modes(recorded, spec, index, modes_of[index]),
+                    # Its slots' idle time between a copy's end and the next start (FTS's pass).
+                    **refill_gap.figures(copies.get(index, ()), _since(windows, index)),
                 }
                 for index in sorted(steps)
             ],
@@ -309,6 +349,11 @@ def run_summary(run: Run, exclude: list[tuple[datetime, datetime]] | None = None
     return summary
 
 
+def _since(windows: dict, index: int) -> float | None:
+    window = windows.get(index)
+    return window.since if window is not None else None
+
+
 def client_figures(spec: RunSpec, by_client: dict[str, Aggregate], total: Aggregate) -> dict[str, dict]:
     """Each client's copies (those it ended; a transfer no client ended, under ""), with its part
     of the run's throughput: its bytes over the run's active window, so the parts add up to the
@@ -324,8 +369,10 @@ def client_figures(spec: RunSpec, by_client: dict[str, Aggregate], total: Aggreg
 def _merge(into: Aggregate, other: Aggregate) -> None:
     into.ok += other.ok
     into.failed += other.failed
+    into.cancelled += other.cancelled
     into.skipped += other.skipped
     into.bytes += other.bytes
+    into.moved_before_stop += other.moved_before_stop
     into.durations.extend(other.durations)
     into.latencies.extend(other.latencies)
     into.errors.update(other.errors)

@@ -1,4 +1,4 @@
-"""A finished run judged against its own history: regression watch (issue 20).
+"""A finished run judged against its own history: the regression watch.
 
 The baseline of a run is the campaign's latest comparable runs before it, with the same frozen
 parameters (what a comparison lines up), at most BASELINE_RUNS of them and at least
@@ -28,7 +28,7 @@ some figure is and none regressed, else within. Each figure says by how much (pe
 the median) and how sure (how many robust standard deviations from the median). The
 disturbing events of the run's scope since the newest baseline run are named as suspects.
 
-A noisy site (issue 49): with three to five runs whose spread is real (±19 % around 23 MB/s) the
+A noisy site: with three to five runs whose spread is real (±19 % around 23 MB/s) the
 t-widened band reached down to 6 % of the median, and a run at -90 % was "within" and then joined
 the baseline, whose band no run could fail after it. So the band's half-width is capped at the
 campaign's regression threshold (default 50 % of the median, as MaDDash lets a site set one): a
@@ -38,7 +38,7 @@ level (FAR_SIGMAS robust standard deviations and at least FAR_MIN_CHANGE of the 
 worse side) is kept out of later baselines like a regressed run: it cannot widen the band by
 itself. An operator includes it, or accepts it as the new normal, when it is the door's level.
 
-A baseline holds its level (issue 34): a run judged regressed is left out of later baselines
+A baseline holds its level: a run judged regressed is left out of later baselines
 (unless an operator includes it), else a lasting slowdown joins the history it is judged
 against, widens the band until it reads "within", and moves the suspects' window past the
 change. A run still regressed after a regressed run is the same regression, "ongoing since"
@@ -404,7 +404,7 @@ def suspects(run: Run, since: datetime) -> list[dict]:
     events = (
         Event.objects.filter(touching(run), kind__in=DISTURBING_KINDS, time__gt=since, time__lte=until)
         .select_related("host")
-        .order_by("-time")[:SUSPECTS]
+        .order_by("-time", "-pk")[:SUSPECTS]
     )
     return [
         {"event": e.pk, "time": e.time.isoformat(), "kind": e.kind, "summary": e.summary,

@@ -19,6 +19,10 @@ summary reads it from the rows (campaigns.results.measured) to its drain: its th
 achieved mean from the buckets from measured_from to the drain, the buckets they fall in counted
 for the part inside (their bytes and busy time spread evenly within them, as a copy's are over
 its duration).
+
+A cancelled run's figures stop at its cancel, as the final summary's do (campaigns.results.
+analysis): a window that runs past it ends there, with the bytes and busy time before it (the
+bucket it falls in counted for its part before it).
 """
 
 from __future__ import annotations
@@ -33,8 +37,8 @@ from django.db.models import F, Max, Min, Q, Sum
 
 from campaigns.choices import TransferState
 from campaigns.models import Run, TransferBucket
-from campaigns.results import concurrency, measured
-from campaigns.results.analysis import active_window, door_names, figures
+from campaigns.results import concurrency, measured, step_points
+from campaigns.results.analysis import active_window, door_names, figures, stopped
 from campaigns.spec import RunSpec
 
 TRIM_FINE_SPAN = 6 * 3600
@@ -101,6 +105,7 @@ def groups(run: Run, by: tuple[str, ...], width: int = 60, keep: Q | None = None
         .annotate(
             ok=Sum("files_ok", filter=keep),
             failed=Sum("files_failed", filter=keep),
+            cancelled=Sum("files_cancelled", filter=keep),
             moved_kept=Sum("moved", filter=keep),
             first=Min("first_start", filter=finished),
             last=Max("last_end", filter=finished),
@@ -109,6 +114,7 @@ def groups(run: Run, by: tuple[str, ...], width: int = 60, keep: Q | None = None
             ran_last=Max("last_end", filter=keep),
             ok_all=Sum("files_ok"),
             failed_all=Sum("files_failed"),
+            cancelled_all=Sum("files_cancelled"),
             moved_all=Sum("moved"),
         )
         .order_by()
@@ -129,6 +135,8 @@ def groups(run: Run, by: tuple[str, ...], width: int = 60, keep: Q | None = None
         # Busy time belongs to the group once: the failed row of the pair carries none.
         out.append({**common, "state": "failed", "n": r["failed"] or 0, "moved": 0.0, "n_all": r["failed_all"] or 0,
                     "moved_all": 0.0, "busy": 0.0})  # fmt: skip
+        out.append({**common, "state": "cancelled", "n": r["cancelled"] or 0, "moved": 0.0,
+                    "n_all": r["cancelled_all"] or 0, "moved_all": 0.0, "busy": 0.0})  # fmt: skip
     return out
 
 
@@ -231,6 +239,7 @@ def merged(rows: Iterable[dict], excluded: Iterable[tuple[datetime, datetime]] =
             first=min(firsts) if firsts else None,
             last=max(lasts) if lasts else None,
             excluded=excluded,
+            cancelled=sum(r["n"] for r in rows if r["state"] == TransferState.CANCELLED),
         ),
         "errors": dict(errors.most_common()),
     }
@@ -245,12 +254,20 @@ def step_table(
     """The step rows of a run from groups that include "step", each with its concurrency and
     the concurrency it achieved (`achieved` per step, else read from the rows)."""
     spec, excluded = RunSpec.of(run), list(excluded)
+    recorded = step_points.step_points(run, spec)
     # A step whose every copy a trim left out has no figure to show (as in analysis.run_summary):
     # a throughput of 0 there would draw a collapse that never happened.
     indexes = sorted({r["step"] for r in rows if r["step"] is not None and r["n"]})
     return concurrency.with_achieved(
         run,
-        [{"step": k, **spec.step_point(k), **merged((r for r in rows if r["step"] == k), excluded)} for k in indexes],
+        [
+            {
+                "step": k,
+                **step_points.columns(recorded, spec, k),
+                **merged((r for r in rows if r["step"] == k), excluded),
+            }
+            for k in indexes
+        ],
         achieved=achieved,
     )
 
@@ -266,24 +283,89 @@ def tables(run: Run, width: int = 60, keep: Q | None = None, cut: Iterable[tuple
     for step, window in windows.items():
         seconds = _window_seconds(window.since, window.ran_last, cut)
         means[step] = (window.busy / seconds if seconds > 0 else None, None)
+    stop = concurrency.cancel_at(run)
+    if stop is not None:
+        for step in {r["step"] for r in rows if r["step"] is not None} - set(windows):
+            means.update(_achieved_until(run, width, keep, stop, cut, [r for r in rows if r["step"] == step], step))
     steps = step_table(run, rows, cut, achieved=means)
     for row in steps:
         if (window := windows.get(row["step"])) is not None:
             measured.apply(row, window.since, window.moved, _window_seconds(window.since, window.last_end, cut))
+            if stop is not None and window.last_end == stop:  # the cancel ended its window
+                row["until_cancel"] = _dt(stop).isoformat()
+        elif stop is not None:
+            own = [r for r in rows if r["step"] == row["step"]]
+            _until_cancel(run, width, keep, stop, cut, row, own, step=row["step"])
     total = merged(rows, cut)
     endpoint_ids = {r[side] for r in rows}
     names = door_names(endpoint_ids)
     doors = {names.get(e, str(e)): merged((r for r in rows if r[side] == e), cut) for e in endpoint_ids}
+    if stop is not None:
+        _until_cancel(run, width, keep, stop, cut, total, rows)
+        for e in endpoint_ids:
+            _until_cancel(run, width, keep, stop, cut, doors[names.get(e, str(e))], [r for r in rows if r[side] == e],
+                          **{side: e})  # fmt: skip
     return {
         "total": {**total, "duration_p50": None, "duration_p95": None},
         "steps": steps,
         "doors": dict(sorted(doors.items())),
         "door_side": door_side,
         "left_out": {
-            "transfers": sum(r["n_all"] for r in rows) - (total["files_ok"] + total["files_failed"]),
+            "transfers": sum(r["n_all"] for r in rows)
+            - (total["files_ok"] + total["files_failed"] + total["files_cancelled"]),
             "bytes": round(sum(r["moved_all"] for r in rows)) - total["bytes"],
         },
     }
+
+
+def _before(run: Run, width: int, keep: Q | None, stop: float, **where) -> tuple[float, float]:
+    """(bytes moved, busy seconds) in the buckets `where` selects up to `stop` (epoch seconds),
+    the bucket it falls in counted for its part before it. Untrimmed, from the 1 s buckets
+    where the run still has them."""
+    if keep is None and TransferBucket.objects.filter(run=run, width=1).exists():
+        width = 1
+    edge = math.floor(stop / width)
+    buckets = TransferBucket.objects.filter(run=run, width=width, k__lte=edge, **where)
+    if keep is not None:
+        buckets = buckets.filter(keep)
+    sums = buckets.aggregate(
+        inner_moved=Sum("moved", filter=~Q(k=edge)),
+        inner_busy=Sum("busy", filter=~Q(k=edge)),
+        edge_moved=Sum("moved", filter=Q(k=edge)),
+        edge_busy=Sum("busy", filter=Q(k=edge)),
+    )
+    part = (stop - edge * width) / width
+    moved = (sums["inner_moved"] or 0.0) + (sums["edge_moved"] or 0.0) * part
+    busy = (sums["inner_busy"] or 0.0) + (sums["edge_busy"] or 0.0) * part
+    return moved, busy
+
+
+def _until_cancel(
+    run: Run, width: int, keep: Q | None, stop: float, cut: list, row: dict, rows: list[dict], **where
+) -> None:
+    """A figure row whose window runs past the cancel at `stop`: its window and throughput up to
+    there (analysis.stopped)."""
+    firsts = [r["first"] for r in rows if r["first"]]
+    lasts = [r["last"] for r in rows if r["last"]]
+    if not firsts or max(lasts).timestamp() <= stop:
+        return
+    first = min(firsts).timestamp()
+    moved, _ = _before(run, width, keep, stop, **where)
+    stopped(row, stop, moved, _window_seconds(first, max(stop, first), cut))
+
+
+def _achieved_until(
+    run: Run, width: int, keep: Q | None, stop: float, cut: list, rows: list[dict], step: int
+) -> dict[int, tuple[float | None, None]]:
+    """A step whose copies ran past the cancel at `stop`: its mean in flight up to there."""
+    firsts = [r["ran_first"] for r in rows if r["ran_first"] is not None]
+    lasts = [r["ran_last"] for r in rows if r["ran_last"] is not None]
+    if not firsts or max(lasts) <= stop:
+        return {}
+    lo = min(firsts)
+    _, busy = _before(run, width, keep, stop, step=step)
+    seconds = stop - lo - sum(max(min(stop, b.timestamp()) - max(lo, a.timestamp()), 0.0) for a, b in cut)
+    return {step: (busy / seconds if seconds > 0 else None, None)}
 
 
 def _dt(epoch: float | None) -> datetime | None:

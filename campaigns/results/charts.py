@@ -143,7 +143,7 @@ def hosts(run: Run) -> dict:
 # Either way round: throughput against concurrency, one line per setting of the other knobs, or
 # against a swept knob (streams, TCP buffer, mode), one line per concurrency. Tokyo plotted
 # gridFTP streams against clients both ways; so does a run.
-def step_point(step: dict) -> dict:
+def curve_point(step: dict) -> dict:
     """A step on a throughput-against-concurrency chart: at the concurrency it achieved (its
     mean in flight), its target beside it for the label; a step of 4 that ran at 1.48 is drawn
     at 1.48, not at 4."""
@@ -157,7 +157,7 @@ def series(steps: list[dict], x: str, axes: list[str]) -> list[dict]:
     for s in steps:
         if s.get("throughput_bps") is None or s.get(x) is None:
             continue
-        point = step_point(s) if x == "concurrency" else {"x": s[x], "y": s["throughput_bps"]}
+        point = curve_point(s) if x == "concurrency" else {"x": s[x], "y": s["throughput_bps"]}
         lines.setdefault(tuple(s.get(d) for d in others), []).append({**point, "step": s["step"]})
     return [
         {"label": " · ".join(f"{sweeps.AXIS_LABELS.get(d, d)} {sweeps.value_text(d, v)}"

@@ -273,7 +273,7 @@ def overlay_series(runs: Sequence[Run], trim: Trim | None = None, x: str = "conc
                 # Seconds since the start; None: to that end of the chart.
                 "cuts": [[_since(lo, origin), _since(hi, origin)] for lo, hi in cuts],
                 # Each step at the concurrency it achieved, its target for the label.
-                "steps": [charts.step_point(s) for s in steps if s.get("throughput_bps")],
+                "steps": [charts.curve_point(s) for s in steps if s.get("throughput_bps")],
             }
         )
         tables.append((f"{run.campaign.name} #{run.pk}", run.disturbed, RunSpec.of(run), steps))

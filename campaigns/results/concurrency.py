@@ -13,6 +13,9 @@ start: no file is left to refill that slot, so the copies in flight fall off bec
 out of files, not because the storage or FTS held them back. Counting that tail put a step of 4
 run by FTS at 3.5 (a slot per copy length empties in turn), flagged off target. A step still
 copying, or a run's copies still under way, is measured to its last end until it is done.
+
+A cancelled run's steps are measured up to its cancel (Run.cancel_requested_at) at the latest:
+the seconds its dying copies take after it are no concurrency the step ran at.
 """
 
 from __future__ import annotations
@@ -88,14 +91,25 @@ class Window(NamedTuple):
     until: float | None
 
 
+def cancel_at(run: Run) -> float | None:
+    """When the run's cancel was asked for (epoch seconds): where its figures stop; None when
+    it was never cancelled."""
+    at = run.cancel_requested_at
+    return at.timestamp() if at is not None else None
+
+
 def measured_windows(run: Run) -> dict[int, Window]:
-    """Per step index with a measurement start, its measurement window."""
+    """Per step index with a measurement start, its measurement window (to its drain, or to
+    the run's cancel where that came first)."""
     rows = RunStep.objects.filter(run=run, measured_from__isnull=False)
     rows = rows.values_list("index", "started_at", "measured_from")
+    stop = cancel_at(run)
     out = {}
     for index, started, measured in rows:
         since = measured.timestamp()
         until = drain_start(run, index)
+        if stop is not None and stop > since and (until is None or stop < until):
+            until = stop
         out[index] = Window(started.timestamp(), since, until if until is not None and until > since else None)
     return out
 
@@ -139,11 +153,14 @@ def with_achieved(
     windows = measured_windows(run) if windows is None else windows
     if achieved is None:
         intervals = intervals_of(run) if intervals is None else intervals
+        stop = cancel_at(run)
         achieved = {}
         for row in steps:
             own = intervals.get(row["step"], ())
             if (window := windows.get(row["step"])) is not None:
                 own = clipped(own, window.since, window.until)
+            elif stop is not None:
+                own = [(a, min(b, stop)) for a, b in own if a < stop]
             achieved[row["step"]] = in_flight(own)
     for row in steps:
         window = windows.get(row["step"])

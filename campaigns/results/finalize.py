@@ -71,7 +71,7 @@ def finalize(run: Run, *, state: str, reason: str, now: datetime, extras: dict |
     # After the update: the chart's window ends at finished_at, and a live run's would not.
     charts.store_timeline(run)
     # A regression, or a scheduled run that lost files, is told to whoever subscribed.
-    transaction.on_commit(lambda: alerting.tell("alerts.run_finished", run.pk))
+    transaction.on_commit(lambda: alerting.tell("run_finished", run.pk))
 
 
 def add(run: Run, key: str, value: Any) -> None:

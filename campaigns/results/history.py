@@ -1,5 +1,5 @@
 """A campaign's runs over time, each beside the band it was judged against, with the change-log
-events of its scope: the campaign page's history chart (issue 20).
+events of its scope: the campaign page's history chart.
 
 Each point is what the run achieved on one figure and the band is the one stored with the run's
 judgement when it ended (not recomputed): a band drawn today from today's history would hide
@@ -148,6 +148,6 @@ def _events(runs: list[Run]) -> list[dict]:
     events = (
         Event.objects.filter(touching(runs[-1]), kind__in=DISTURBING_KINDS, time__gte=first)
         .select_related("host")
-        .order_by("-time")[:HISTORY_EVENTS]
+        .order_by("-time", "-pk")[:HISTORY_EVENTS]
     )
     return [event_mark(e) for e in reversed(events)]

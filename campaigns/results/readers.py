@@ -54,16 +54,21 @@ def oldest_in_flight(run: Run, limit: int = 10) -> list[Transfer]:
     return rows
 
 
-def file_counts(run: Run) -> dict[str, int]:
+def file_counts(run: Run) -> dict[str, Any]:
     """How the run's planned transfers stand: ok, failed, skipped (never tried, and a shortfall),
-    not_needed (never tried, and no step needed them), cancelled (stopped under way)."""
+    not_needed (never tried, and no step needed them), cancelled (stopped under way); attempted
+    (every copy that started: ok, failed and cancelled) and success_rate, ok over attempted (None
+    before any): a copy a cancel stopped did not succeed, a file never started is not counted."""
     not_needed = int((run.summary or {}).get(NOT_NEEDED) or 0)
+    attempted = run.files_done + run.files_failed + run.files_cancelled
     return {
         "ok": run.files_done,
         "failed": run.files_failed,
         "skipped": max(run.files_skipped - not_needed, 0),
         "not_needed": not_needed,
         "cancelled": run.files_cancelled,
+        "attempted": attempted,
+        "success_rate": run.files_done / attempted if attempted else None,
     }
 
 

@@ -161,7 +161,7 @@ def _rate_limit(door: str, means: dict[tuple[str, str], float]) -> list[Reading]
 def _daemon_cpu(door: str, label: str, value: float, cores: float, means: dict) -> list[Reading]:
     """The daemon's own use of the cores it may use, and, apart, how busy those cores were
     whoever kept them busy: a host filled by other work starves the daemon too, but the verdict
-    must say it was the host, not the daemon (issue 17: "7 % of 2 cores" called the daemon full)."""
+    must say it was the host, not the daemon ("7 % of 2 cores" once called the daemon full)."""
     own = value / (100 * cores)
     quota = means.get(("proc.cpu_quota_cores", label))
     detail = f"{value:.0f} % of {cores:.3g} core(s)" + (" (its cgroup's CPU quota)" if quota else "")

@@ -17,7 +17,8 @@ LOOK_BACK_RUNS = 2000
 class Cell:
     run_id: int
     state: str
-    judgement: str  # within, improved (better before issue 34), regressed, recovered, no_baseline, or ""
+    # within, improved ("better" in runs judged by an earlier release), regressed, recovered, no_baseline, or ""
+    judgement: str
     headline: str
     finished_at: object
     ongoing_since: int | None = None  # the first run of a regression still going on
@@ -56,5 +57,5 @@ def cell_class(cell: Cell | None) -> str:
         return "empty"
     if cell.state in ("failed", "partial", "cancelled"):
         return "bad" if cell.state == "failed" else "warn"
-    ok = ("improved", "better", "within", "recovered")  # "better": judged before issue 34 renamed it
+    ok = ("improved", "better", "within", "recovered")  # "better": the word of an earlier release for "improved"
     return "bad" if cell.judgement == "regressed" else ("ok" if cell.judgement in ok else "unknown")

@@ -25,10 +25,10 @@ from django.utils import timezone
 from campaigns import sweeps
 from campaigns.choices import CampaignKind
 from campaigns.models import Run
-from campaigns.results import concurrency
+from campaigns.results import concurrency, engine_notes
 from campaigns.results.saturation import MIN_SAMPLES, STARVED_WAIT, evidence, saturation
 from campaigns.spec import RunSpec
-from storageops.units import human_duration, si
+from storageops.units import human_duration, share, si
 from storageops.units import human_rate as format_rate
 
 KNEE_FRACTION = 0.95
@@ -37,6 +37,9 @@ KNEE_FRACTION = 0.95
 # step has not shown a rise, and the knee is judged against the best earlier step instead.
 RISE_BEYOND_NOISE = 0.10
 SATURATED = 0.90
+# A curve a resource stayed full through may still creep up (its work batches up): less than this
+# share of the gain proportional to the added concurrency is the resource holding it, not a rise.
+HELD_EFFICIENCY = 0.25
 # A door's configured data-rate cap binds below its number: XRootD's throttle charges each read
 # the bytes it asks for, not those it returns (a door behind a 12 MB/s throttle served 4 MiB files
 # at 8.3 MB/s, 69 %, every other resource idle), so a door at this share of its cap is at it.
@@ -93,16 +96,54 @@ def knee(steps: list[dict], axes: list[str] | tuple[str, ...] = ()) -> dict:
     else:
         status = "levelled"
 
-    def point(s: dict) -> dict:
-        mean, most, off = concurrency.achieved(s)
-        measured = {"achieved_mean": mean, "achieved_max": most, "off_target": off} if mean is not None else {}
-        return {"step": s["step"], "concurrency": s["concurrency"], "throughput_bps": s["throughput_bps"],
-                **measured, **{a: s.get(a) for a in axes}}  # fmt: skip
-
-    return {"status": status, "peak": point(peak), "knee": point(at), "read_from": [s["step"] for s in scored],
+    return {"status": status, "peak": _point(peak, axes), "knee": _point(at, axes),
+            "read_from": [s["step"] for s in scored],
             # The steps whose throughput reached the knee's level: after them the curve did not
             # rise beyond noise, which a bottleneck needs beside its saturated resource.
             "plateau": [s["step"] for s in reaching]}  # fmt: skip
+
+
+def _point(s: dict, axes: list[str] | tuple[str, ...] = ()) -> dict:
+    mean, most, off = concurrency.achieved(s)
+    measured = {"achieved_mean": mean, "achieved_max": most, "off_target": off} if mean is not None else {}
+    return {"step": s["step"], "concurrency": s["concurrency"], "throughput_bps": s["throughput_bps"],
+            **measured, **{a: s.get(a) for a in axes}}  # fmt: skip
+
+
+def held(curve: dict, steps: list[dict], full_at: dict[int, list]) -> dict | None:
+    """A curve "still rising" that a resource held all the same: the resource full (binding) at
+    a step and at every step after it, and the throughput after that step risen by less than
+    HELD_EFFICIENCY of what the added concurrency would give a curve scaling in proportion.
+
+    A door held to a tenth of a core read 6.19, 11.5, 11.2, 13.8 MB/s at 1, 2, 4, 8, its quota
+    at 94-98 % from 2 on: 20 % more for four times the copies is a resource at its limit giving
+    a little more as its work batches up, not a knee beyond the sweep. A curve that doubled with
+    a CPU at 99.8 % is not held (a reading that cannot be the limit), nor one whose resource
+    was full at one step only.
+
+    Returns {"step", "rose", "to", "efficiency"} for the first such step, with the curve's knee to
+    be read there; None when the curve is not still rising or no resource held it."""
+    if curve["status"] != "still_rising" or len(steps) < 2:
+        return None
+    x = concurrency.x
+    read = sorted((s for s in steps if s["step"] in curve["read_from"]), key=lambda s: s["step"])
+    for n, s in enumerate(read[:-1]):
+        later = read[n + 1 :]
+        if not all(full_at.get(t["step"]) for t in (s, *later)) or not s.get("throughput_bps") or not x(s):
+            continue
+        best = max(later, key=lambda t: t["throughput_bps"])
+        rose = best["throughput_bps"] / s["throughput_bps"] - 1
+        grown = max(x(t) for t in later) / x(s) - 1
+        if grown > 0 and rose / grown < HELD_EFFICIENCY:
+            return {"step": s["step"], "rose": rose, "to": best["concurrency"], "efficiency": rose / grown}
+    return None
+
+
+def _held_curve(curve: dict, steps: list[dict], at: dict) -> dict:
+    """The curve with its knee at the step a resource held it from: levelled there."""
+    knee_step = next(s for s in steps if s["step"] == at["step"])
+    plateau = [s for s in curve["read_from"] if s >= at["step"]]
+    return {**curve, "status": "levelled", "knee": _point(knee_step), "plateau": plateau}
 
 
 # -- capacity -------------------------------------------------------------------------------
@@ -135,7 +176,7 @@ def capacity(knee_point: dict | None, doors: list[str], target_bps: int, still_r
         "assumptions": assumptions,
     }
     if not target_bps:
-        result["note"] = "No target rate: set the campaign's target rate or STORAGEOPS_TARGET_RATE_BPS."
+        result["note"] = "no target rate set (the campaign's, or the site's STORAGEOPS_TARGET_RATE_BPS)"
     return result
 
 
@@ -198,6 +239,14 @@ def run_verdict(run: Run, summary: dict, end: datetime | None = None) -> dict:
         status = "inconclusive"
     knee_point = curve["knee"] if status != "inconclusive" else None
     table, per_step, used = saturation(run, summary, end)
+    full_at = {
+        index: [r for r in readings if r.binding and not r.side and (r.value >= _saturated_at(r) or r.quota_bound)]
+        for index, readings in per_step.items()
+    }
+    held_from = held(curve, steps, full_at) if status == "still_rising" and not RunSpec.of(run).swept_axes else None
+    if held_from:
+        curve = _held_curve(curve, steps, held_from)
+        status, knee_point = curve["status"], curve["knee"]
     ran_at = {s["step"]: concurrency.ran_at(s) for s in steps}
     bottleneck = None
     overloaded = None
@@ -210,7 +259,10 @@ def run_verdict(run: Run, summary: dict, end: datetime | None = None) -> dict:
         full = [r for r in per_step[step["step"]] if r.binding and (r.value >= _saturated_at(r) or r.quota_bound)]
         hot = [r for r in full if not r.side]
         far_hot = [r for r in full if r.side]
-        if knee_point and far_side is None and far_hot and step["step"] in plateau and status == "levelled":
+        # As a bottleneck: full at the knee, not only somewhere past it (a source door starved at
+        # x8 does not explain a curve level from x1).
+        at_knee = knee_point and step["step"] <= knee_point["step"] and step["step"] in plateau
+        if at_knee and far_side is None and far_hot and status == "levelled":
             top = _narrowest(far_hot)
             far_side = {**asdict(top), "title": top.title, **where, "evidence": evidence(top, step)}
         if knee_point and bottleneck is None and hot and step["step"] <= knee_point["step"]:
@@ -235,6 +287,8 @@ def run_verdict(run: Run, summary: dict, end: datetime | None = None) -> dict:
         "status": status,
         "peak": curve["peak"],
         "knee": knee_point,
+        # A curve that crept up while a resource stayed full from the knee on: how much it rose.
+        "held": held_from,
         "off_target": [_off_target_point(s) for s in off],
         "bottleneck": bottleneck,
         # Saturated, but the curve still rose after it (or no step after it was tried).
@@ -255,6 +309,8 @@ def run_verdict(run: Run, summary: dict, end: datetime | None = None) -> dict:
         },
         "computed_at": timezone.now().isoformat(),
     }
+    # Steps the engine itself held below their target (its own scheduling): said, with what to change.
+    verdict.update(engine_notes.find_all(run, steps))
     if RunSpec.of(run).kind == CampaignKind.CHECKSUM_LOAD:
         verdict["latency"] = latency_curve(steps)
     verdict["headline"] = headline(verdict)
@@ -386,7 +442,7 @@ def statements(v: dict) -> dict[str, str]:
     elif status == "inconclusive":
         out["curve"] = (
             f"Inconclusive: no step ran at its target concurrency ({_off_list(off)} copies in flight on average, "
-            f"more than {concurrency.OFF_TARGET:.0%} off): the throughput cannot be read as a curve of "
+            f"more than {share(concurrency.OFF_TARGET)} off): the throughput cannot be read as a curve of "
             "the concurrencies asked for, so no knee, bottleneck or door count is given."
         )
     else:
@@ -394,9 +450,11 @@ def statements(v: dict) -> dict[str, str]:
         if off:
             out["concurrency"] = (
                 f"Off target: {_off_list(off)} copies in flight on average, more than "
-                f"{concurrency.OFF_TARGET:.0%} from {'its target' if len(off) == 1 else 'their targets'}; "
+                f"{share(concurrency.OFF_TARGET)} from {'its target' if len(off) == 1 else 'their targets'}; "
                 "the curve is read at the concurrency achieved."
             )
+    if status != "no_data":
+        out.update((note.row, text) for note, text in engine_notes.said(v))
     at = b and (b.get("ran_at") or b.get("concurrency"))
     if cause == "far_side":
         f = v["far_side"]
@@ -404,12 +462,18 @@ def statements(v: dict) -> dict[str, str]:
         at = f.get("ran_at") or f["concurrency"]
         out["bottleneck"] = (
             f"Nothing saturated on the {working} doors at the knee: the limit is elsewhere, on the {f['side']} "
-            f"side: {f['title']} at {f['value']:.0%} ({f['detail']}) from concurrency {at}."
+            f"side: {f['title']} at {share(f['value'])} ({f['detail']}) from concurrency {at}."
         )
     elif cause == "near_limit":
         out["bottleneck"] = _near_limit_sentence(v["near_limit"])
     elif cause == "bottleneck":
-        out["bottleneck"] = f"Bottleneck: {b['title']} at {b['value']:.0%} ({b['detail']}) from concurrency {at}."
+        out["bottleneck"] = f"Bottleneck: {b['title']} at {share(b['value'])} ({b['detail']}) from concurrency {at}."
+        if v.get("held"):
+            h = v["held"]
+            out["bottleneck"] += (
+                f" It stayed full at every later step, where throughput rose only {share(h['rose'])} more "
+                f"to concurrency {h['to']}: the limit, not a rise."
+            )
     elif cause == "no_samples":
         out["bottleneck"] = "Saturation unknown: no collector samples of the run's hosts in its steps."
     elif cause == "thin_samples":
@@ -425,7 +489,7 @@ def statements(v: dict) -> dict[str, str]:
         )
     if o and status != "no_data":
         out["overload"] = (
-            f"From concurrency {o['concurrency']}, {o['rate']:.1%} of requests failed with checksum timeouts "
+            f"From concurrency {o['concurrency']}, {share(o['rate'], 1)} of requests failed with checksum timeouts "
             "or HTTP 5xx: the doors' own limits (e.g. xrootd.chksum max) or overload."
         )
     cap = v.get("capacity")
@@ -442,10 +506,10 @@ def statements(v: dict) -> dict[str, str]:
 def _near_limit_sentence(n: dict) -> str:
     """Saturated but not (yet) the limit, with the figures that say so."""
     at = n.get("ran_at") or n["concurrency"]
-    full = f"{n['title']} at {n['value']:.0%} ({n['detail']}) at concurrency {at}"
+    full = f"{n['title']} at {share(n['value'])} ({n['detail']}) at concurrency {at}"
     if n.get("after") == "rose":
         return (
-            f"Near its limit, not yet the limit: {full}, while throughput still rose {n['rose']:.0%} "
+            f"Near its limit, not yet the limit: {full}, while throughput still rose {share(n['rose'])} "
             f"to concurrency {n['to']}."
         )
     if n.get("after") == "single":
@@ -454,8 +518,8 @@ def _near_limit_sentence(n: dict) -> str:
 
 
 def rows(v: dict) -> dict[str, str]:
-    """The Knee and Peak rows of a page, in the words of the curve's sentence: a curve still
-    rising has no knee (a row "Knee: concurrency 8" under "the knee lies beyond this sweep" once
+    """The Knee, Peak and Capacity rows of a page, in the words of the curve's sentence: a curve
+    still rising has no knee (a row "Knee: concurrency 8" under "the knee lies beyond this sweep" once
     contradicted its own headline)."""
     status, knee_point, peak = v.get("status"), v.get("knee"), v.get("peak")
     out: dict[str, str] = {}
@@ -470,6 +534,19 @@ def rows(v: dict) -> dict[str, str]:
         out["knee"] = f"concurrency {at(knee_point)} — {format_rate(knee_point['throughput_bps'])}"
     if peak:
         out["peak"] = f"concurrency {at(peak)} — {format_rate(peak['throughput_bps'])}"
+    cap = v.get("capacity")
+    if cap:
+        where = (
+            f"at the last step (×{at(knee_point)}; the knee not reached: a door can do more)"
+            if status == "still_rising"
+            else "at the knee"
+        )
+        if cap.get("doors_needed"):
+            bound = "at most " if cap.get("bound") else ""
+            then = f"{bound}{cap['doors_needed']} door(s) for {cap['target_rate_text']}"
+        else:
+            then = cap.get("note") or ""
+        out["capacity"] = f"{format_rate(cap['per_door_bps'])} per door {where}; {then}".rstrip("; ")
     return out
 
 
@@ -520,6 +597,27 @@ BADGES = {
 }
 
 
+def mark(v: dict | None) -> dict | None:
+    """What a run list shows beside a run's state when its verdict says its steps did not run as
+    asked (a run that "succeeded" at 25 MB/s while its engine's scheduling held every step below
+    its concurrency must not read as plain success): the engine's first note (engine_notes), else
+    inconclusive, else off target; None when the verdict has nothing of the kind."""
+    if not v:
+        return None
+    status = v.get("status")
+    said = statements(v) if "samples_used" in v else {}
+    noted = [note for note in engine_notes.registered() if v.get(note.key)] if status != "no_data" else []
+    if noted:
+        key, label, title = noted[0].key, noted[0].label, said.get(noted[0].row)
+    elif status == "inconclusive":
+        key, label, title = "inconclusive", "inconclusive", said.get("curve")
+    elif v.get("off_target"):
+        key, label, title = "off_target", "off target", said.get("concurrency")
+    else:
+        return None
+    return {"key": key, "label": label, "css": "partial", "title": title or v.get("headline", "")}
+
+
 def view(v: dict) -> dict:
     """What a page shows of a verdict: its badge, headline and the sentence of each row.
 
@@ -537,8 +635,12 @@ def view(v: dict) -> dict:
     else:
         said = {"bottleneck": v["cause"]} if v.get("cause") else {}
         text = v.get("headline", "")
-    cause = said.get("bottleneck") or f"Not judged: {CAUSES['not_judged']}."
+    # The row is labelled "Bottleneck" already: its sentence without the word again.
+    cause = (said.get("bottleneck") or f"Not judged: {CAUSES['not_judged']}.").removeprefix("Bottleneck: ")
     shown = rows(v) if "samples_used" in v else {k: v[k] for k in ("knee_text",) if v.get(k)}
     if "knee_text" in shown:
         shown = {"knee": shown["knee_text"]}
-    return {"badge": label, "css": css, "headline": text, "statements": said, "cause": cause, "rows": shown}
+    # The engine's notes as rows of their own, each under its title.
+    notes = [{"row": n.row, "title": n.title, "text": said[n.row]} for n in engine_notes.registered() if n.row in said]
+    return {"badge": label, "css": css, "headline": text, "statements": said, "cause": cause, "rows": shown,
+            "notes": notes}  # fmt: skip

@@ -9,17 +9,23 @@ comparison all see the same files, and each transfer is checked against its sour
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
+from typing import TypeVar
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
 
 from campaigns.choices import ChecksumMode, SourceListing
+from campaigns.runs.executors.deadline import DeadlineExceeded
 from campaigns.runs.planning import endpoint_folder_url
 from campaigns.runs.sources import PreparationFailed
 from campaigns.spec import RunSpec
 from storageops import paths
 from storageops.validators import parse_url_list
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 def needs_listing(snapshot: dict) -> bool:
@@ -43,10 +49,11 @@ def list_existing(snapshot: dict, storage, control: Callable[[], None] = lambda:
         where = f"in {spec.source_path!r} of the source endpoints" if spec.source_listing == "folder" else "listed"
         raise PreparationFailed(f"No file {where}: there is nothing to read.")
     if spec.checksum_mode != ChecksumMode.NONE:
+        algorithm = spec.checksum_algorithm
         for entry in found:
             control()
             try:
-                entry["checksum"] = storage.checksum_of(entry["url"], spec.checksum_algorithm)
+                entry["checksum"] = _read(lambda url=entry["url"]: storage.checksum_of(url, algorithm))
             except OSError as exc:
                 raise PreparationFailed(
                     f"The {spec.checksum_algorithm} of {entry['url']} could not be read: {exc.strerror or exc}"
@@ -65,7 +72,7 @@ def _listed_folders(sources: list[dict], path: str, storage, control, limit: int
         except paths.PathRefused as exc:
             raise PreparationFailed(f"{folder} refused: {' '.join(exc.messages)}") from None
         try:
-            files = storage.list_files(folder)
+            files = _read(lambda folder=folder: storage.list_files(folder))
         except OSError as exc:
             raise PreparationFailed(f"{folder} could not be listed: {exc.strerror or exc}") from None
         if len(found) + len(files) > limit:
@@ -96,11 +103,23 @@ def _listed_urls(sources: list[dict], text: str, storage, control, limit: int) -
         if endpoint is None:
             raise PreparationFailed(f"{url} is not below any source endpoint of this campaign{_why(url, sources)}")
         try:
-            size = storage.size_of(url)
+            size = _read(lambda url=url: storage.size_of(url))
         except OSError as exc:
             raise PreparationFailed(f"{url} could not be read: {exc.strerror or exc}") from None
         found.append({"url": url, "size": size, "checksum": "", "endpoint": endpoint["id"]})
     return found
+
+
+def _read(call: Callable[[], T]) -> T:
+    """A read of the site's data, asked once more when it hung past its deadline: gfal2 over
+    root:// was seen to leave a listing of a healthy door unanswered for a minute, once in
+    thousands. The second try runs on a fresh context (the hung one is dropped at its deadline);
+    a door that hangs twice fails the run with the storage's words. Only reads are asked again."""
+    try:
+        return call()
+    except DeadlineExceeded as exc:
+        log.warning("%s; asking once more", exc.strerror)
+        return call()
 
 
 def owner(url: str, endpoints: list[dict]) -> dict | None:

@@ -20,7 +20,8 @@ from campaigns.models import Run
 from campaigns.runs.starting import dispatch
 
 
-def executor_id() -> str:
+def lease_holder_id() -> str:
+    """The id a driver holds a lease by (host:pid:nonce), written to the rows' `executor` column."""
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 

@@ -21,8 +21,7 @@ from campaigns.choices import RunState
 from campaigns.models import Run, Transfer, engine_registry
 from campaigns.results import readers
 from campaigns.results.finalize import finalize
-from campaigns.runs import cleanup, existing_sources, leases, steps, store, versions
-from campaigns.runs.engines.gfal2.executor import build_copier
+from campaigns.runs import cleanup, existing_sources, leases, steps, store, tokens, versions
 from campaigns.runs.executors import Executor
 from campaigns.runs.loop import LeaseLost, RunLoop
 from campaigns.runs.outages import retrying
@@ -30,6 +29,8 @@ from campaigns.runs.outcome import NOT_NEEDED_REASON
 from campaigns.runs.planning import plan
 from campaigns.runs.sources import PreparationCancelled, PreparationFailed, PreparationStopped, create_sources
 from campaigns.runs.starting import current_state
+from campaigns.runs.storage import Storage
+from campaigns.runs.storage import for_run as storage_for_run
 from campaigns.spec import RunSpec
 from collectors.choices import EventKind
 from collectors.events import log_event
@@ -45,39 +46,65 @@ class RunDriver:
         self,
         run_id: int,
         *,
-        executor: str | None = None,
-        copier_factory: Callable = build_copier,
+        lease_holder: str | None = None,
+        copier_factory: Callable[[dict], Storage] = storage_for_run,
     ) -> None:
         self.run_id = run_id
-        # The lease holder's id (host:pid:nonce); every row this driver writes carries it.
-        self.executor = executor or leases.executor_id()
+        # The lease holder's id (host:pid:nonce); every row this driver writes carries it, in
+        # the rows' `executor` column.
+        self.lease_holder = lease_holder or leases.lease_holder_id()
         self.copier_factory = copier_factory
-        self.copier = None  # gfal2 for sources and clean-up, whatever engine copies
+        self.copier = None  # the site's storage, for sources and clean-up, whatever engine copies
+        self.tokens: tokens.RunTokens | None = None  # the run's storage tokens, while it is driven
         self.wrote_sources = False  # this drive prepared or resumed a run with generated sources
-        self.engine: Executor | None = None
+        self.executor: Executor | None = None
 
     def storage(self, run: Run):
         if self.copier is None:
-            self.copier = self.copier_factory(run.snapshot)
+            self.copier = self._make_copier(run.snapshot)
         return self.copier
+
+    def _make_copier(self, snapshot: dict):
+        """A copier of the copier factory's, sending the run's tokens (if any) to their endpoints."""
+        copier = self.copier_factory(snapshot)
+        if self.tokens:
+            copier.use_tokens(self.tokens)
+        return copier
 
     def _retrying(self, operation, *args, **kwargs):
         return retrying(self.run_id, operation, *args, **kwargs)
 
     # -- entry point ----------------------------------------------------------------------------
     def drive(self) -> str:
-        if not leases.acquire_lease(self.run_id, self.executor):
+        if not leases.acquire_lease(self.run_id, self.lease_holder):
             return "busy"
         # With who started it: its start event says so (_prepare).
         run = Run.objects.select_related("campaign", "started_by").get(pk=self.run_id)
         try:
+            return self._drive(run)
+        finally:
+            if self.tokens is not None:
+                self.tokens.close()
+
+    def _drive(self, run: Run) -> str:
+        try:
             if run.state == RunState.CANCELLING and not run.started_at:
                 self._finish(run, RunState.CANCELLED, "cancelled before start", {})
                 return RunState.CANCELLED
-            # The run's engine builds its executor; gfal2's copier factory goes along, for the
-            # engines that copy with gfal2 (tests replace it).
+            # The run's engine builds its executor; the storage factory goes along, for the
+            # engines that copy through the storage library (tests replace it).
             entry = engine_registry.engine(RunSpec.of(run).engine)
-            self.engine = entry.build_executor(run, self.executor, self.copier_factory)
+            # Before anything touches a door: a refused token fails the run before its first copy,
+            # with the issuer's words (not a driver crash: nothing of StorageOps went wrong).
+            try:
+                self.tokens = tokens.for_run(run.snapshot, run.pk, keepalive=self._renewer())
+            except tokens.TokenError as exc:
+                self._finish(run, RunState.FAILED, str(exc)[:200], {})
+                return RunState.FAILED
+            self.executor = entry.build_executor(run, self.lease_holder, self._make_copier)
+            if self.tokens and hasattr(self.executor, "use_tokens"):
+                # An engine that hands copies to a service of its own (FTS) sends it the tokens.
+                self.executor.use_tokens(self.tokens)
             try:
                 if run.state == RunState.PENDING:
                     try:
@@ -86,19 +113,19 @@ class RunDriver:
                         return self._stopped_preparing(run, stop)
                 else:
                     self._resume(run)
-                drive = RunLoop(run, self.engine, executor=self.executor)
+                drive = RunLoop(run, self.executor, lease_holder=self.lease_holder)
                 drive.run()
             finally:
-                self.engine.close()
+                self.executor.close()
             ending = drive.outcome()
-            extras = self.engine.finish()
+            extras = self.executor.finish()
             problems = extras.pop("problems", [])
             reason = "; ".join(filter(None, [ending.reason, *problems]))
             self._finish(run, ending.state, reason, extras, not_needed=ending.not_needed)
             return ending.state
         except LeaseLost:
             log.warning("run %s: lease lost to another driver; stopping", self.run_id)
-            self._incident(run, f"Driver {self.executor} lost its lease on run {run} to another driver and stopped")
+            self._incident(run, f"Driver {self.lease_holder} lost its lease on run {run} to another driver and stopped")
             return "lease lost"
         except Exception as exc:
             log.exception("run %s crashed", self.run_id)
@@ -128,7 +155,7 @@ class RunDriver:
             run.started_at = timezone.now()
             # Its first step is in force from its start, before the loop's first progress says so.
             run.current_step, run.current_concurrency = 0, spec.points[0].concurrency
-            Run.objects.filter(pk=run.pk, executor=self.executor).update(
+            Run.objects.filter(pk=run.pk, executor=self.lease_holder).update(
                 state=run.state,
                 started_at=run.started_at,
                 versions=run.versions,
@@ -151,7 +178,7 @@ class RunDriver:
         listing = existing_sources.list_existing(run.snapshot, self.storage(run), self._preparation_control())
         run.snapshot = {**run.snapshot, "listing": listing}
         files, size = existing_sources.listed_totals(listing)
-        Run.objects.filter(pk=run.pk, executor=self.executor).update(
+        Run.objects.filter(pk=run.pk, executor=self.lease_holder).update(
             snapshot=run.snapshot, planned_files=files, planned_bytes=size
         )
         run.planned_files, run.planned_bytes = files, size
@@ -166,7 +193,7 @@ class RunDriver:
             if time.monotonic() - last < settings.STORAGEOPS_PROGRESS_SECONDS:
                 return True
             last = time.monotonic()
-            return self._retrying(leases.renew_lease, self.run_id, self.executor)
+            return self._retrying(leases.renew_lease, self.run_id, self.lease_holder)
 
         return renew
 
@@ -192,13 +219,13 @@ class RunDriver:
 
     def _resume(self, run: Run) -> None:
         self.wrote_sources = RunSpec.of(run).create_sources
-        said = self.engine.resume()
+        said = self.executor.resume()
         counts = self._retrying(store.recount, run.pk)
         self._retrying(Run.objects.filter(pk=run.pk).update, **counts)
         for key, value in counts.items():
             setattr(run, key, value)
         log.info("run %s resumed: %s", run.pk, said)
-        self._incident(run, f"Run {run} resumed by driver {self.executor}: {said}")
+        self._incident(run, f"Run {run} resumed by driver {self.lease_holder}: {said}")
 
     # -- endings --------------------------------------------------------------------------------
     def _finish(self, run: Run, state: str, reason: str, extras: dict, *, not_needed: int = 0) -> None:
@@ -247,14 +274,14 @@ class RunDriver:
             log.exception("run %s: could not record: %s", self.run_id, summary)
 
     def _crash(self, exc: BaseException) -> None:
-        if self.engine is not None:
+        if self.executor is not None:
             try:
-                self.engine.crashed()
+                self.executor.crashed()
             except Exception:  # the crash itself must still be recorded
                 log.exception("run %s: undoing the engine's changes after a crash failed", self.run_id)
         try:
             close_old_connections()
-            Run.objects.filter(pk=self.run_id, executor=self.executor).update(
+            Run.objects.filter(pk=self.run_id, executor=self.lease_holder).update(
                 state=RunState.FAILED,
                 finished_at=timezone.now(),
                 stop_reason="driver error",

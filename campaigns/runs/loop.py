@@ -90,9 +90,9 @@ class RunLoop:
     handed: jobs given to the executor and not yet back (waiting, copying or unrecorded).
     """
 
-    def __init__(self, run: Run, engine: Executor, *, executor: str) -> None:
-        self.run_obj, self.engine = run, engine
-        self.executor = executor  # the lease holder's id, carried by every row it writes
+    def __init__(self, run: Run, executor: Executor, *, lease_holder: str) -> None:
+        self.run_obj, self.executor = run, executor
+        self.lease_holder = lease_holder  # the lease holder's id, carried by every row it writes
         self.spec = spec = RunSpec.of(run)
         self.run_started = run.started_at.timestamp()
         self.mean_size = max(run.planned_bytes / max(run.planned_files, 1), 1.0)
@@ -122,7 +122,7 @@ class RunLoop:
         while True:
             now = time.time()
             try:
-                self.absorb(self.engine.collect(now, idle=not self.busy, stopping=self.stop is not None))
+                self.absorb(self.executor.collect(now, idle=not self.busy, stopping=self.stop is not None))
             except ExecutorFailed as exc:
                 # The engine can no longer copy (every client of a pool lost): what it holds goes back.
                 if not (self.stop and self.stop.kind == StopKind.FAILED):
@@ -132,12 +132,12 @@ class RunLoop:
                 self.advance(now)
             if self.stop is None:
                 self.fill(now)
-            if self.stop is None and self.queue_empty and self.engine.outstanding() == 0:
+            if self.stop is None and self.queue_empty and self.executor.outstanding() == 0:
                 self.stop = Stop(StopKind.COMPLETED, "all planned transfers finished")
             if self.stop:
                 if self.stop.give_back:
                     self.give_back()
-                if self.engine.outstanding() == 0:
+                if self.executor.outstanding() == 0:
                     return
                 if self.abort_from is not None and now - self.abort_from >= ABANDON_AFTER_ABORT:
                     log.warning("run %s: %d copies not given back after abort", self.run_obj.pk, self.handed)
@@ -150,9 +150,11 @@ class RunLoop:
         skipped = max(planned - self.done - self.failed, 0)
         if stop.aborts:
             return Outcome(run_outcome(stop.state, planned, self.done, self.failed, skipped), stop.reason)
-        # Time-bounded steps take what their time allows from the pool: once the last one ended,
-        # the files never tried were not needed. One tried and waiting for its retry was.
-        sweep_done = stop.kind == StopKind.SWEPT and bool(self.spec.step_seconds)
+        # Once the sweep's last step ended, the files never tried were not needed: time-bounded
+        # steps take what their time allows from the pool, file-bounded ones their step_files
+        # (and an FTS step its measure_files) of a larger file_count. One tried and waiting for
+        # its retry was needed.
+        sweep_done = stop.kind == StopKind.SWEPT
         not_needed = self._retrying(store.untried_count, run_id) if sweep_done and skipped else 0
         points = self.spec.points
         ran = self._retrying(steps.steps_run, run_id) if len(points) > 1 else {0}
@@ -186,7 +188,7 @@ class RunLoop:
         if not spec.step_files or spec.step_seconds or len(spec.points) < 2:
             return []
         got = self._retrying(steps.files_per_step, self.run_obj.pk)
-        hook = getattr(self.engine, "step_files", None)
+        hook = getattr(self.executor, "step_files", None)
         short = []
         for index, point in enumerate(spec.points):
             want = hook(index, spec.step_files, got.get(index, 0)) if hook else spec.step_files
@@ -224,29 +226,29 @@ class RunLoop:
                 self.last_progress = now
                 self.watch_for_stall(now)
                 self.mark_started()
-                if not self._retrying(leases.renew_lease, run.pk, self.executor, **self.progress(now)):
+                if not self._retrying(leases.renew_lease, run.pk, self.lease_holder, **self.progress(now)):
                     raise LeaseLost
         if self.abort_from is not None and now >= self.abort_from and now - self.last_abort >= ABORT_EVERY:
-            if self.engine.outstanding():
-                self.engine.cancel(abort_running=True)
+            if self.executor.outstanding():
+                self.executor.cancel(abort_running=True)
             self.last_abort = now
 
     def mark_started(self) -> None:
         """Put each new copy's start time on its row: in flight is visible, with its age."""
-        under_way = dict(self.engine.in_flight())
+        under_way = dict(self.executor.in_flight())
         new = [(pk, at) for pk, at in under_way.items() if pk not in self.marked]
         if new:
-            self._retrying(store.mark_started, self.run_obj.pk, self.executor, new)
+            self._retrying(store.mark_started, self.run_obj.pk, self.lease_holder, new)
         self.marked = set(under_way)
 
     def watch_for_stall(self, now: float) -> None:
         """Copies in flight and none finishing for STORAGEOPS_STALL_SECONDS: say so, once."""
         quiet = now - max(self.last_result, self.run_started)
-        if self.stalled_since is None and self.engine.outstanding() and quiet >= settings.STORAGEOPS_STALL_SECONDS:
+        if self.stalled_since is None and self.executor.outstanding() and quiet >= settings.STORAGEOPS_STALL_SECONDS:
             self.stalled_since = now
-            said = f"Stall: no copy finished for {quiet:.0f} s with {self.engine.outstanding()} in flight"
+            said = f"Stall: no copy finished for {quiet:.0f} s with {self.executor.outstanding()} in flight"
             self.incident(said)
-            alerting.tell("alerts.run_stalled", self.run_obj.pk, said)
+            alerting.tell("run_stalled", self.run_obj.pk, said)
 
     def incident(self, summary: str) -> None:
         self._retrying(log_event, EventKind.RUN_INCIDENT, summary, run=self.run_obj)
@@ -255,7 +257,7 @@ class RunLoop:
         """Stop with copies in flight aborted at `abort_at` (a cancel's grace, or at once)."""
         self.stop = stop
         self.abort_from = abort_at
-        self.engine.cancel(abort_running=False)
+        self.executor.cancel(abort_running=False)
 
     def progress(self, now: float) -> dict:
         while self.recent and self.recent[0][0] < now - THROUGHPUT_WINDOW:
@@ -264,7 +266,7 @@ class RunLoop:
         rate = sum(b for _, b in self.recent) / window
         remaining = max(self.run_obj.planned_bytes - self.settled, 0)
         return {
-            "active_transfers": self.engine.copying(),
+            "active_transfers": self.executor.copying(),
             "throughput_bps": rate,
             "eta_seconds": remaining / rate if rate > 0 else None,
             "current_step": self.step.index,
@@ -287,14 +289,14 @@ class RunLoop:
                 StopKind.BYTES,
                 f"{spec.byte_budget_label} reached ({self.moved} of {spec.max_bytes} bytes moved or in flight)",
             )
-        elif self.draining or timed_out or (filled and self.engine.unstarted(self.step.index) == 0):
+        elif self.draining or timed_out or (filled and self.executor.unstarted(self.step.index) == 0):
             if not steps.is_last(self.step, spec):
                 if timed_out and not self.draining:
                     # Jobs not yet started belong to the new step: give them back to be re-claimed.
                     self.give_back()
                 # The barrier: the step's last copies end before the next step's first begin, so
                 # no copy of one step runs beside another's and each measures its own concurrency.
-                self.draining = spec.step_barrier == StepBarrier.DRAIN and self.engine.outstanding() > 0
+                self.draining = spec.step_barrier == StepBarrier.DRAIN and self.executor.outstanding() > 0
                 if self.draining:
                     return
                 self.step = self._retrying(steps.next_step, self.step, spec)
@@ -306,13 +308,13 @@ class RunLoop:
     def step_files(self) -> int:
         """The files the step in force hands out: the campaign's step_files, or more where the
         engine holds the step until it has measured it at its concurrency (FTS's warm-up)."""
-        hook = getattr(self.engine, "step_files", None)
+        hook = getattr(self.executor, "step_files", None)
         planned = self.spec.step_files
         return hook(self.step.index, planned, self.step_claimed) if hook else planned
 
     def enter_step(self) -> None:
         try:
-            self.engine.on_step(self.step.index, self.step.concurrency)
+            self.executor.on_step(self.step.index, self.step.concurrency)
         except ExecutorFailed as exc:
             self.fail(str(exc))
 
@@ -324,19 +326,19 @@ class RunLoop:
         if self.queue_empty or self.draining or now < self.retries_due:
             return
         spec, run = self.spec, self.run_obj
-        want = self.engine.room(self.step.concurrency)
+        want = self.executor.room(self.step.concurrency)
         if spec.step_files:
             want = min(want, self.step_files() - self.step_claimed)
         if spec.max_bytes:
             # Hand out no more than the budget can still take (at most one file over).
             left = spec.max_bytes - self.moved - self.handed_bytes
             want = min(want, math.ceil(left / self.mean_size))
-        if want <= 0 or (want < self.engine.min_claim and now - self.last_claim < CLAIM_PAUSE):
+        if want <= 0 or (want < self.executor.min_claim and now - self.last_claim < CLAIM_PAUSE):
             return
         self.last_claim = now
         while want > 0 and self.stop is None:
-            ask = min(want, self.engine.batch_size)
-            jobs = self._retrying(store.claim, run.pk, ask, self.step.index, self.executor)
+            ask = min(want, self.executor.batch_size)
+            jobs = self._retrying(store.claim, run.pk, ask, self.step.index, self.lease_holder)
             if len(jobs) < ask:
                 # What is left waits for its retry, or nothing is left at all.
                 due = self._retrying(store.next_retry_at, run.pk)
@@ -345,9 +347,9 @@ class RunLoop:
             if not jobs:
                 return
             try:
-                self.engine.submit(jobs, self.step.index)
+                self.executor.submit(jobs, self.step.index)
             except ExecutorFailed as exc:
-                self._retrying(store.release, run.pk, [j.id for j in jobs], self.executor)
+                self._retrying(store.release, run.pk, [j.id for j in jobs], self.lease_holder)
                 self.fail(str(exc))
                 return
             self.step_claimed += len(jobs)
@@ -357,10 +359,10 @@ class RunLoop:
             want -= len(jobs)
 
     def give_back(self) -> None:
-        jobs = self.engine.give_back_unstarted()
+        jobs = self.executor.give_back_unstarted()
         if not jobs:
             return
-        self._retrying(store.release, self.run_obj.pk, [j.id for j in jobs], self.executor)
+        self._retrying(store.release, self.run_obj.pk, [j.id for j in jobs], self.lease_holder)
         self.handed -= len(jobs)
         self.handed_bytes -= sum(j.size for j in jobs)
         self.step_claimed -= sum(1 for j in jobs if j.step == self.step.index)

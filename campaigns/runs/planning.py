@@ -25,7 +25,8 @@ _SECRET_FIELDS = ("bearer_token",)
 def endpoint_snapshot(endpoint: Endpoint) -> dict:
     data = model_to_dict(endpoint, exclude=[*_SECRET_FIELDS, "hosts"])
     data["protocol"] = endpoint.protocol
-    data["has_token"] = bool(endpoint.bearer_token)
+    # A token is presented either way; an issuer's are the run's own and never in the snapshot.
+    data["has_token"] = bool(endpoint.bearer_token or endpoint.token_issuer_id)
     data["backend_name"] = endpoint.backend.name
     data["hosts"] = [{"id": h.pk, "name": h.name, "address": h.address, "role": h.role} for h in endpoint.hosts.all()]
     return data

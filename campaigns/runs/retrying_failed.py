@@ -1,6 +1,8 @@
 """Retry failed: re-drive, as a new run linked to it, the transfers of a finished run that did
 not succeed (failed, timed out, skipped by a budget or a stop, cancelled), so a campaign run
-for weeks ends with nothing lost.
+for weeks ends with nothing lost. Left out: a file found whole on its destination however it
+was recorded (a copy FTS reported CANCELED that had ended before its kill), and a file a
+completed time-bounded sweep never needed (skipped "not needed": no shortfall to make good).
 
 The new run freezes nothing anew: its snapshot is the old run's (the same parameters and
 endpoints) with `"retry": {"of", "indices", "seed"}`, and planning plans exactly those indices,
@@ -18,6 +20,8 @@ from django.db import transaction
 
 from campaigns.choices import FINAL_RUN_STATES, TransferState
 from campaigns.models import Run, Transfer
+from campaigns.results.readers import NOT_NEEDED
+from campaigns.runs.outcome import NOT_NEEDED_REASON
 from campaigns.runs.planning import planned_indices
 from campaigns.runs.starting import dispatch, new_run
 from campaigns.spec import RunSpec
@@ -28,13 +32,42 @@ if TYPE_CHECKING:
 
 
 def retry_indices(run: Run) -> list[int]:
-    """The indices of `run`'s planned transfers that did not succeed, in order. A run that
-    never wrote its plan (cancelled before its start, failed while preparing) did not succeed
-    at any of them."""
+    """The indices of `run`'s planned transfers that did not succeed, in order, less those
+    whole on their destination and those a completed sweep never needed. A run that never wrote
+    its plan (cancelled before its start, failed while preparing) did not succeed at any of them."""
     rows = Transfer.objects.filter(run=run)
     if not rows.exists():
         return planned_indices(run.snapshot)
-    return list(rows.exclude(state=TransferState.SUCCEEDED).order_by("index").values_list("index", flat=True))
+    rows = rows.exclude(state=TransferState.SUCCEEDED).exclude(complete_on_destination=True)
+    rows = rows.exclude(state=TransferState.SKIPPED, error_message=NOT_NEEDED_REASON)
+    return list(rows.order_by("index").values_list("index", flat=True))
+
+
+def not_needed(run: Run) -> int:
+    """How many of the run's files a completed time-bounded sweep never needed (the summary's
+    count; a list of runs reads it from an annotation of the same name, its summary deferred)."""
+    if "summary" in run.get_deferred_fields():
+        value = getattr(run, "not_needed", None)
+    else:
+        value = (run.summary or {}).get(NOT_NEEDED)
+    try:
+        return int(value or 0)
+    except (TypeError, ValueError):
+        return 0
+
+
+def _landed_unsucceeded(run: Run) -> int:
+    """Files recorded as not succeeded that are whole on their destination. Only a cancelled
+    copy is checked there, so a run with none is not read."""
+    if not run.files_cancelled:
+        return 0
+    rows = Transfer.objects.filter(run=run, complete_on_destination=True)
+    return rows.exclude(state=TransferState.SUCCEEDED).count()
+
+
+def _left(run: Run) -> int:
+    """How many transfers retry_indices gives for `run`, from its counters."""
+    return max(run.planned_files - run.files_done - not_needed(run) - _landed_unsucceeded(run), 0)
 
 
 def refusal(run: Run) -> str | None:
@@ -48,6 +81,11 @@ def refusal(run: Run) -> str | None:
         return f"Run #{run.pk}'s transfers were deleted by retention: which ones failed is no longer known."
     if run.files_done >= run.planned_files:
         return f"Run #{run.pk} has nothing to retry: all its {run.planned_files} planned transfers succeeded."
+    if not _left(run):
+        return (
+            f"Run #{run.pk} has nothing to retry: of its {run.planned_files} planned transfers, {run.files_done} "
+            "succeeded and the others are whole on their destination or were never needed."
+        )
     return None
 
 
@@ -60,9 +98,10 @@ def _transfers_deleted(run: Run) -> bool:
 
 
 def retryable_count(run: Run) -> int:
-    """How many transfers "retry failed" would re-drive (0 when it would be refused), from the
-    run's counters: what the run page's button says without reading the rows."""
-    return 0 if refusal(run) else run.planned_files - run.files_done
+    """How many transfers "retry failed" would re-drive (0 when it would be refused): what the run
+    page's button says, from the run's counters (the rows are read only for a run with cancelled
+    copies, which may be whole on their destination)."""
+    return 0 if refusal(run) else _left(run)
 
 
 def retry_failed(run: Run, *, user: AnyUser | None = None, by: str = "", trigger: str) -> Run:

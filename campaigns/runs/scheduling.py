@@ -26,9 +26,11 @@ from campaigns.choices import ScheduleKind
 from campaigns.models import Backend, Campaign, CampaignSchedule, Run
 from campaigns.runs import guards
 from collectors.events import log_event
-from storageops.beat import SCHEDULED_START_TASK
 
 log = logging.getLogger(__name__)
+# The task beat sends for a schedule (campaigns.tasks.scheduled_start), told its due time by
+# storageops.beat (registered in CampaignsConfig.ready()).
+SCHEDULED_START_TASK = "campaigns.scheduled_start"
 
 
 # -- keeping beat's PeriodicTask in step ------------------------------------------------------

@@ -14,12 +14,11 @@ from django.db import transaction
 from django.utils import timezone
 
 from campaigns.choices import CampaignKind, RunState
-from campaigns.models import Campaign, Run
+from campaigns.models import Campaign, Run, campaign_rules
 from campaigns.models.engine_registry import drive_task, engine
 from campaigns.runs.budgets import tightest_budget
 from campaigns.runs.planning import campaign_snapshot, planned_totals
 from collectors.events import log_event
-from storageops.validators import folder_errors
 
 if TYPE_CHECKING:
     from django.contrib.auth.base_user import AbstractBaseUser
@@ -31,6 +30,9 @@ if TYPE_CHECKING:
 # that start runs never import the task module, which imports the driver, which imports these.
 
 
+_START_LABELS = {"source_path": "The source path: ", "destination_path": "The destination path: "}
+
+
 def check_runnable(campaign: Campaign) -> None:
     errors = []
     if campaign.kind in (CampaignKind.TRANSFER, CampaignKind.CHECKSUM_LOAD):
@@ -39,10 +41,18 @@ def check_runnable(campaign: Campaign) -> None:
         if campaign.kind == CampaignKind.TRANSFER and not campaign.destinations.exists():
             errors.append("The campaign has no destination endpoint.")
     errors += engine(campaign.engine).runnable_errors(campaign)
-    # The one path rule again at start: an endpoint row may predate it, a folder became a link.
-    endpoints = [ep.url for ep in [*campaign.sources.all(), *campaign.destinations.all()]]
-    folders = {"source path": campaign.source_path, "destination path": campaign.destination_path}
-    errors += [f"The {name}: {problem}" for name, problem in folder_errors(folders, endpoints).items()]
+    # The campaign's rules against its endpoints and clients again at start (campaign_rules, as the
+    # form and the API check them): an endpoint edited since may give its copy modes no more, an
+    # endpoint row may predate the one path rule, a folder became a link.
+    relations = campaign_rules.Relations.saved(campaign)
+    for name, problem in campaign_rules.relation_errors(campaign, relations).items():
+        if name != "destinations":  # said above
+            errors.append(f"{_START_LABELS.get(name, '')}{problem}")
+    chosen = [*relations.sources, *relations.destinations]
+    on_issuer = sorted({ep.name for ep in chosen if ep.token_issuer_id})
+    if on_issuer and campaign.clients.exists():
+        errors.append(f"{', '.join(on_issuer)} take tokens from an issuer, which do not reach a client pool's hosts "
+                      "yet: run this campaign without a client pool.")  # fmt: skip
     if errors:
         raise ValidationError(errors)
 

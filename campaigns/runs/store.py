@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from campaigns.choices import RETRYABLE_ERRORS, TransferState
 from campaigns.models import Run, Transfer, buckets
-from campaigns.runs.engines.base import CopyJob, CopyResult
+from campaigns.runs.engines.copies import CopyJob, CopyResult
 from campaigns.runs.planning import PlannedTransfer
 
 _TABLE = Transfer._meta.db_table
@@ -273,17 +273,19 @@ def mark_started(run_id: int, executor: str, started: Sequence[tuple[int, float]
         return cursor.rowcount
 
 
-def note_lost_copies(run_id: int, executor: str, lost: Sequence[tuple[int, float | None]], message: str) -> int:
-    """Copies a lost client had under way: each row keeps the lost copy in its history (its start
-    where the client had said it, None where not) and loses its start time, since the copy
-    starts again elsewhere within the same attempt. Rare (one a lost copy): a statement each."""
+def note_lost_copies(
+    run_id: int, executor: str, lost: Sequence[tuple[int, float | None]], message: str, category: str = "client_lost"
+) -> int:
+    """Copies a lost client had under way (or whose result the broker lost): each row keeps the
+    lost copy in its history (its start where the client had said it, None where not) and loses
+    its start time, since the copy starts again within the same attempt. Rare: a statement each."""
     noted = 0
     with transaction.atomic():
         for pk, started in lost:
             rows = Transfer.objects.filter(pk=pk, run_id=run_id, executor=executor, state=TransferState.ACTIVE)
             for row in rows.only("attempt", "history"):
                 began = _ts(started).isoformat() if started is not None else None
-                entry = {"attempt": row.attempt, "started_at": began, "category": "client_lost"}
+                entry = {"attempt": row.attempt, "started_at": began, "category": category}
                 noted += rows.update(history=[*row.history, {**entry, "message": message}], started_at=None)
     return noted
 

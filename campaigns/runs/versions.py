@@ -6,7 +6,7 @@ import platform
 import subprocess
 from urllib.parse import urlsplit
 
-from campaigns.runs.engines.gfal2.client import gfal2_version
+from campaigns.runs import storage
 from storageops.version import full_version
 
 
@@ -33,7 +33,7 @@ def collect_versions(snapshot: dict) -> dict:
     endpoints = {ep["url"]: ep for ep in [*snapshot["sources"], *snapshot["destinations"]]}
     return {
         "storageops": full_version(),
-        "gfal2": gfal2_version(),
+        **storage.versions(),
         "python": platform.python_version(),
         "endpoints": {ep["name"]: xrootd_server_version(url) for url, ep in endpoints.items()},
     }

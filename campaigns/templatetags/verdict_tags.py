@@ -19,3 +19,10 @@ def verdict_view(verdict: dict | None) -> dict | None:
 def thin_samples(step: dict) -> str:
     """A saturation-table step whose doors had too few samples, in the verdict's own words."""
     return f"too few samples: {verdicts.thin_text(step)}"
+
+
+@register.filter
+def verdict_mark(verdict: dict | None) -> dict | None:
+    """`{% with m=run.summary.verdict|verdict_mark %}`: the mark a run list shows beside the state
+    of a run whose steps did not run as asked (scheduling gap, inconclusive, off target)."""
+    return verdicts.mark(verdict)

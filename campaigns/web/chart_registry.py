@@ -2,7 +2,7 @@
 the JSON documents it reads and the options its drawer needs.
 
 A page's view binds its charts (fills in the page's own words: a sweep's axis, the URLs) and
-the template renders one canvas per chart through `campaigns/partials/charts.html`:
+the template renders one canvas per chart through `charts/figures.html`:
 `data-chart` (its name), `data-draw` (which drawer of static/js/charts.js draws it),
 `data-sources` (its documents by name, with their URLs) and one `data-*` attribute per option.
 charts.js finds every canvas by these attributes, fetches each document a page names once, and
@@ -14,9 +14,7 @@ RUN_DOCUMENTS, the one list of them.
 from __future__ import annotations
 
 import functools
-import json
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable
 
 from django.template.loader import render_to_string
 from django.urls import reverse
@@ -25,46 +23,9 @@ from django.utils.safestring import mark_safe
 from campaigns.models import Run
 from campaigns.results import charts, readers
 from campaigns.spec import RunSpec
+from storageops.charts import Chart, bind
 
-
-@dataclass(frozen=True)
-class Chart:
-    name: str  # data-chart: the canvas's name, unique on its page
-    title: str
-    note: str  # the caption's small print
-    label: str  # aria-label: what the chart shows, said to a screen reader
-    draw: str  # data-draw: the drawer of static/js/charts.js that draws it
-    reads: tuple[str, ...]  # the page's JSON documents it is drawn from
-    options: tuple[tuple[str, str], ...] = ()  # more data-* attributes for its drawer
-    wide: bool = False
-    short: bool = False
-    figure_id: str = ""
-    # A value of the page without which the chart is left out (the swept axis of a sweep).
-    needs: str = ""
-    # Templates rendered in the figure: after the caption's text, and after the canvas.
-    caption_extra: str = ""
-    extra: str = ""
-    sources: tuple[tuple[str, str], ...] = field(default=(), compare=False)
-
-    @property
-    def sources_json(self) -> str:
-        return json.dumps(dict(self.sources))
-
-    def bound(self, values: Mapping[str, str], urls: Mapping[str, str]) -> Chart:
-        """This chart on one page: its words filled in with the page's values, its documents' URLs."""
-        return replace(
-            self,
-            title=self.title.format_map(values),
-            note=self.note.format_map(values),
-            label=self.label.format_map(values),
-            options=tuple((key, value.format_map(values)) for key, value in self.options),
-            sources=tuple((name, urls[name]) for name in self.reads),
-        )
-
-
-def bind(declared: tuple[Chart, ...], values: Mapping[str, str], urls: Mapping[str, str]) -> list[Chart]:
-    """The charts a page shows, bound; a chart whose `needs` value is empty is left out."""
-    return [chart.bound(values, urls) for chart in declared if not chart.needs or values.get(chart.needs)]
+__all__ = ["Chart", "bind"]
 
 
 # -- the run page (live or finished) --------------------------------------------------------
@@ -158,7 +119,7 @@ def run_page_html(run_pk: int, swept: tuple[tuple[str, str], ...]) -> str:
     finished, shows the same markup; rendering it (a dozen figures) was a millisecond a page."""
     # error_categories.html, in the errors figure, asks for run.pk only.
     context = {"charts": run_page(run_pk, list(swept)), "run": {"pk": run_pk}}
-    return mark_safe(render_to_string("campaigns/partials/charts.html", context))  # noqa: S308 -- our template's output
+    return mark_safe(render_to_string("charts/figures.html", context))  # noqa: S308 -- our template's output
 
 
 # -- the comparison page --------------------------------------------------------------------

@@ -8,10 +8,9 @@ import copy
 from collections.abc import Callable
 
 from django import forms
-from django.conf import settings
 from django.core.exceptions import NON_FIELD_ERRORS
 
-from campaigns import sweeps
+from campaigns import editing, sweeps
 from campaigns.choices import BaselineChoice
 from campaigns.models import (
     SCHEDULE_SETTINGS,
@@ -22,12 +21,11 @@ from campaigns.models import (
     engine_registry,
     file_size_error,
 )
-from campaigns.models.engine_rules import client_pool_error
 from collectors.choices import HostRole
 from collectors.models import Host
 from storageops import paths
 from storageops.units import parse_size
-from storageops.validators import MAX_ROW_ID, check_source_urls, folder_errors
+from storageops.validators import MAX_ROW_ID
 
 
 def column_size_error(size: int) -> str:
@@ -150,7 +148,7 @@ def _whole(text: str, axis: str) -> int:
 URL_LIST_UPLOAD_MAX = 2 * 1024 * 1024
 
 
-class CampaignForm(forms.ModelForm):
+class CampaignForm(editing.CampaignRelationRules, forms.ModelForm):
     sources = forms.ModelMultipleChoiceField(
         Endpoint.objects.select_related("backend"), widget=forms.CheckboxSelectMultiple,
         help_text="Where files are read from.",
@@ -249,7 +247,7 @@ class CampaignForm(forms.ModelForm):
         self.fields["regression_threshold"].required = False
         options = self.instance.engine_options or {}
         for name in _option_fields(self.instance.engine):
-            self.initial.setdefault(name, options.get(name.partition("_")[2]))
+            self.initial.setdefault(name, options.get(_OPTION_KEYS[name]))
 
     def fieldsets(self) -> list[tuple[str, list]]:
         """The fields in the groups the page shows them in (every field exactly once)."""
@@ -259,24 +257,7 @@ class CampaignForm(forms.ModelForm):
         data = super().clean()
         if data.get("source_urls_file"):
             data["source_urls"] = data["source_urls_file"]  # the model's validators check it, as if pasted
-        if problem := client_pool_error(data.get("engine", ""), data.get("clients")):
-            self.add_error("clients", problem)
         self._clean_engine_options(data.get("engine", ""))
-        if "sources" in data and "destinations" in data:
-            # The model's clean (run next) checks the copy modes against these, not the saved ones.
-            self.instance.pending_endpoints = (data["sources"], data["destinations"])
-        if data.get("kind") == "transfer" and "destinations" in data and not data.get("destinations"):
-            self.add_error("destinations", "A transfer campaign needs at least one destination.")
-        chosen = [*data.get("sources", []), *data.get("destinations", [])]
-        folders = {name: data[name] for name in ("source_path", "destination_path") if data.get(name)}
-        for name, problem in folder_errors(folders, [ep.url for ep in chosen]).items():
-            self.add_error(name, problem)
-        if data.get("source_listing") == "urls" and data.get("sources") and not self.has_error("source_urls"):
-            problem = check_source_urls(
-                data.get("source_urls", ""), [ep.url for ep in data["sources"]], settings.STORAGEOPS_MAX_LISTED_SOURCES
-            )
-            if problem:
-                self.add_error("source_urls", problem)
         return data
 
     def _clean_engine_options(self, engine: str) -> None:
@@ -287,7 +268,7 @@ class CampaignForm(forms.ModelForm):
         if entry.options_form is None:
             self.instance.engine_options = {}
             return
-        raw = {name.partition("_")[2]: self.data.get(self.add_prefix(name)) for name in _option_fields(engine)}
+        raw = {_OPTION_KEYS[name]: self.data.get(self.add_prefix(name)) for name in _option_fields(engine)}
         options = entry.options_form(data={k: v for k, v in raw.items() if v not in (None, "")})
         if options.is_valid():
             self.instance.engine_options = options.as_options()
@@ -312,11 +293,13 @@ def _option_fields(engine: str) -> list[str]:
 # Every engine's options as fields of the campaign form, named <engine>_<option>; none is required
 # by the form itself: the chosen engine's options schema says what it needs.
 _OPTION_FIELDS = {}
+_OPTION_KEYS: dict[str, str] = {}  # a form field's name -> its option's name in engine_options
 for _entry in engine_registry.registered():
     for _name, _field in _entry.options_form.base_fields.items() if _entry.options_form else ():
         _copy = copy.deepcopy(_field)
         _copy.required = False
         _OPTION_FIELDS[f"{_entry.name}_{_name}"] = _copy
+        _OPTION_KEYS[f"{_entry.name}_{_name}"] = _name
 CampaignForm.base_fields.update(_OPTION_FIELDS)
 CampaignForm.declared_fields.update(_OPTION_FIELDS)
 

@@ -13,8 +13,11 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from campaigns import readiness, readiness_grid, readiness_lease, readiness_probes
+from campaigns import readiness
 from campaigns.models import Endpoint, ReadinessCheck, ReadinessGrid
+from campaigns.readiness import grid as readiness_grid
+from campaigns.readiness import lease as readiness_lease
+from campaigns.readiness import probes as readiness_probes
 from campaigns.web.forms import ReadinessForm, ReadinessScheduleForm
 
 

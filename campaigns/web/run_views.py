@@ -4,12 +4,15 @@ error messages and the transfers table (thin: campaigns.results.charts does the 
 from __future__ import annotations
 
 import functools
+import json
+import math
 from collections.abc import Callable
 
 from django.contrib import messages
 from django.contrib.auth.decorators import permission_required
 from django.core.exceptions import ValidationError
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.core.serializers.json import DjangoJSONEncoder
+from django.http import Http404, HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import get_object_or_404, redirect, render
 from django.template.loader import render_to_string
 from django.utils.html import escape
@@ -20,12 +23,12 @@ from django.views.generic import DetailView, ListView
 from campaigns import runs, sweeps
 from campaigns.choices import ErrorCategory
 from campaigns.models import Run, Transfer, engine_registry
-from campaigns.results import analysis, baseline_choice, charts, disturbance, readers, verdicts
+from campaigns.results import analysis, baseline_choice, charts, disturbance, readers, timeline_since, verdicts
 from campaigns.spec import RunSpec
-from campaigns.web import chart_registry, shared_partials
+from campaigns.web import chart_registry, live_snapshot, shared_partials
 from campaigns.web.filters import TransferFilter
 from campaigns.web.forms import BaselineChoiceForm
-from storageops import row_lookups
+from storageops import conditional, row_lookups, shared_pages
 
 TRANSFER_PAGE = 50
 
@@ -54,8 +57,39 @@ class RunListView(ListView):
         return context
 
 
+#: Every permission the run page's templates test (tests/dashboard/test_shared_run_page.py
+#: reads them out of the templates the page renders): its rendering is shared per combination.
+RUN_PAGE_PERMISSIONS = ("campaigns.cancel_run", "campaigns.start_run", "campaigns.choose_baseline")
+
+
 class RunDetailView(DetailView):
     model = Run
+
+    def get(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:
+        """The page, rendered once a second for every viewer of the run with the same role
+        (storageops.shared_pages): a data challenge's watchers arrive together."""
+        if shared_pages.has_own_messages(request):
+            return super().get(request, *args, **kwargs)
+        pk = kwargs["pk"]
+        # Its progress figures and the clock's second, as the progress partial it embeds: a run
+        # that changed (or ended: the partial's reload) is rendered anew.
+        figures = row_lookups.some_fields(Run, pk, ("id", *shared_partials.PROGRESS_FIELDS))
+        if figures is None:
+            raise Http404("No such run.")
+        part = f"run:{pk}:page:{shared_pages.role_key(request, RUN_PAGE_PERMISSIONS)}"
+        html = live_snapshot.once(part, shared_partials.progress_key(figures), lambda: self._shared_rendering(request))
+        if html is None:
+            raise Http404("No such run.")
+        return HttpResponse(shared_pages.personalise(html, request))
+
+    def _shared_rendering(self, request: HttpRequest) -> str | None:
+        try:
+            self.object = self.get_object()
+        except Http404:
+            return None
+        context = self.get_context_data(object=self.object)
+        context.update(shared_pages.placeholder_context(request))
+        return render_to_string(self.get_template_names(), context, request=request)
 
     def get_queryset(self):
         # The campaign is shown; the run it retries and its retries by id only (retry_ids), and
@@ -127,7 +161,9 @@ def run_progress(request: HttpRequest, pk: int) -> HttpResponse:
     run = row_lookups.some_fields(Run, pk, ("id", *shared_partials.PROGRESS_FIELDS))
     if run is None:
         raise Http404("No such run.")
-    response = _htmx(HttpResponse(_progress_html(run, lambda: Run.objects.select_related("campaign").get(pk=pk))))
+    html = _progress_html(run, lambda: Run.objects.select_related("campaign").get(pk=pk))
+    # A viewer whose page shows this rendering already is told so (304): the same for every role.
+    response = _htmx(conditional.answer(request, html.encode(), "text/html; charset=utf-8"))
     if request.headers.get("HX-Request") and not run.is_live:
         # The run just ended while the page watched it: reload once for the result tables.
         response["HX-Refresh"] = "true"
@@ -163,12 +199,80 @@ def run_retry_failed(request: HttpRequest, pk: int) -> HttpResponse:
     return redirect(retry)
 
 
-def run_chart(request: HttpRequest, pk: int, name: str) -> JsonResponse:
+def run_chart(request: HttpRequest, pk: int, name: str) -> HttpResponse:
     """One small JSON document of the run page's charts (chart_registry.RUN_DOCUMENTS); `live`
-    tells the page whether to ask again."""
+    tells the page whether to ask again.
+
+    Every viewer of a run polls these every 5 s: each is computed once a second for all of them
+    (campaigns.web.live_snapshot), answered 304 to a viewer who has it, and the timeline, asked
+    with `since` and `bucket`, is sent from the viewer's last point on (timeline_since)."""
     if name not in chart_registry.RUN_DOCUMENTS:
         raise Http404("No such chart.")
-    return JsonResponse(chart_registry.run_document(get_object_or_404(Run, pk=pk), name))
+    shared = live_snapshot.once(f"run:{pk}:chart:{name}", live_snapshot.tick(), lambda: _chart_snapshot(pk, name))
+    if shared is None:
+        raise Http404("No such run.")
+    body, etag, doc = shared
+    since, bucket = _since(request)
+    if since is not None and doc is not None:
+        body, etag = _json(timeline_since.after(doc, since, bucket))
+    return conditional.answer(request, body, "application/json", etag)
+
+
+def run_charts_bundle(request: HttpRequest, pk: int) -> HttpResponse:
+    """The run page's chart documents in one answer, {"docs": {name: document}}: the page asks
+    for all of them every 5 s, and one request instead of six is most of what a poll costs the
+    site (a request's session, user and role checks, not the shared documents, took its time).
+    `names` picks documents (default: all); the timeline is cut at `since` as in run_chart."""
+    asked = request.GET.get("names", "")
+    names = [n for n in asked.split(",") if n in chart_registry.RUN_DOCUMENTS] if asked else None
+    shared = live_snapshot.once(f"run:{pk}:bundle", live_snapshot.tick(), lambda: _bundle_snapshot(pk))
+    if shared is None:
+        raise Http404("No such run.")
+    parts, timeline = shared
+    since, bucket = _since(request)
+    if since is not None and timeline is not None:
+        parts = {**parts, "timeline": _json(timeline_since.after(timeline, since, bucket))[0]}
+    chosen = names if names is not None else list(parts)
+    body = b'{"docs":{' + b",".join(json.dumps(n).encode() + b":" + parts[n] for n in chosen) + b"}}"
+    return conditional.answer(request, body, "application/json")
+
+
+def _bundle_snapshot(pk: int) -> tuple[dict[str, bytes], dict | None] | None:
+    """Every document's JSON for this second, and the timeline itself (to cut at a `since`)."""
+    run = Run.objects.select_related("campaign").filter(pk=pk).first()
+    if run is None:
+        return None
+    docs = {name: chart_registry.run_document(run, name) for name in chart_registry.RUN_DOCUMENTS}
+    return {name: _json(doc)[0] for name, doc in docs.items()}, docs.get("timeline")
+
+
+# The documents a viewer may ask from its last point on.
+_SINCE_DOCUMENTS = frozenset({"timeline"})
+
+
+def _chart_snapshot(pk: int, name: str) -> tuple[bytes, str, dict | None] | None:
+    """A document as every viewer of this second gets it: its JSON and tag, and the document
+    itself for those a viewer may ask in part; None when there is no such run."""
+    run = Run.objects.select_related("campaign").filter(pk=pk).first()
+    if run is None:
+        return None
+    doc = chart_registry.run_document(run, name)
+    return (*_json(doc), doc if name in _SINCE_DOCUMENTS else None)
+
+
+def _json(doc: dict) -> tuple[bytes, str]:
+    body = json.dumps(doc, cls=DjangoJSONEncoder).encode()
+    return body, conditional.etag_of(body)
+
+
+def _since(request: HttpRequest) -> tuple[float | None, float | None]:
+    """The viewer's last point's time and the bucket width it holds (None: the whole document)."""
+    try:
+        since = float(request.GET["since"])
+        bucket = float(request.GET.get("bucket", "nan"))
+    except (KeyError, ValueError):
+        return None, None
+    return (since, bucket) if math.isfinite(since) else (None, None)
 
 
 def run_errors(request: HttpRequest, pk: int, category: str) -> HttpResponse:
@@ -187,11 +291,31 @@ def run_errors(request: HttpRequest, pk: int, category: str) -> HttpResponse:
 
 def run_transfers(request: HttpRequest, pk: int) -> HttpResponse:
     """A page of the transfers table, filtered with the API's filterset. Keyset paging on
-    the transfer index: page 5,000 of a big run costs what page 1 does, and no count(*)."""
+    the transfer index: page 5,000 of a big run costs what page 1 does, and no count(*).
+
+    The first page unfiltered is what every run page loads as it opens (hx-trigger="load"), and it
+    is the same for every viewer: rendered once a second for all of them (live_snapshot)."""
+    if not request.GET:
+        html = live_snapshot.once(f"run:{pk}:transfers", live_snapshot.tick(), lambda: _transfers_html(pk))
+        if html is None:
+            raise Http404("No such run.")
+        return _htmx(conditional.answer(request, html.encode(), "text/html; charset=utf-8"))
+    return _htmx(render(request, "campaigns/partials/transfers.html", _transfers_context(pk, request.GET)))
+
+
+def _transfers_html(pk: int) -> str | None:
+    """The unfiltered first page, rendered for every viewer (None: no such run)."""
+    try:
+        return render_to_string("campaigns/partials/transfers.html", _transfers_context(pk, QueryDict()))
+    except Http404:
+        return None
+
+
+def _transfers_context(pk: int, query_in: QueryDict) -> dict:
     run = get_object_or_404(Run, pk=pk)
-    filterset = TransferFilter(request.GET, queryset=Transfer.objects.filter(run=run).order_by("index"))
+    filterset = TransferFilter(query_in, queryset=Transfer.objects.filter(run=run).order_by("index"))
     rows: list[Transfer] = []
-    after = request.GET.get("after", "")
+    after = query_in.get("after", "")
     if filterset.is_valid():
         queryset = filterset.qs
         if after.lstrip("-").isdigit():
@@ -202,9 +326,9 @@ def run_transfers(request: HttpRequest, pk: int) -> HttpResponse:
                 "throughput_bps", "copy_mode", "error_category", "error_message", "run_id",
             )[: TRANSFER_PAGE + 1]
         )  # fmt: skip
-    query = request.GET.copy()
+    query = query_in.copy()
     query.pop("after", None)
-    context = {
+    return {
         "run": run,
         "filter": filterset,
         "rows": rows[:TRANSFER_PAGE],
@@ -212,4 +336,3 @@ def run_transfers(request: HttpRequest, pk: int) -> HttpResponse:
         "query": query.urlencode(),
         "first_page": not after,
     }
-    return _htmx(render(request, "campaigns/partials/transfers.html", context))

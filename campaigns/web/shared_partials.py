@@ -13,17 +13,14 @@ import hashlib
 import time
 from collections.abc import Callable
 
-from django.core.cache import cache
-
 from campaigns.models import Run
-
-SHARE_SECONDS = 2
+from campaigns.web import live_snapshot
 
 # What of the run the progress partial shows (and its HX-Refresh depends on).
 PROGRESS_FIELDS = (
-    "state", "stop_reason", "files_done", "files_failed", "files_skipped", "planned_files", "bytes_done",
-    "planned_bytes", "active_transfers", "current_step", "current_concurrency", "throughput_bps", "eta_seconds",
-    "stalled_since", "heartbeat_at", "started_at", "finished_at",
+    "state", "stop_reason", "files_done", "files_failed", "files_skipped", "files_cancelled", "planned_files",
+    "bytes_done", "planned_bytes", "active_transfers", "current_step", "current_concurrency", "throughput_bps",
+    "eta_seconds", "stalled_since", "heartbeat_at", "started_at", "finished_at",
 )  # fmt: skip
 
 
@@ -36,9 +33,4 @@ def progress_key(run: Run, now: float | None = None) -> str:
 
 def progress(run: Run, render: Callable[[], str]) -> str:
     """The run's progress partial: a viewer's rendering of this run state and second, or a new one."""
-    key = progress_key(run)
-    html = cache.get(key)
-    if html is None:
-        html = render()
-        cache.set(key, html, SHARE_SECONDS)
-    return html
+    return live_snapshot.once(f"run:{run.pk}:progress", progress_key(run), render)

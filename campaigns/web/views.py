@@ -41,6 +41,7 @@ class CampaignListView(ListView):
             last_run_done=Subquery(latest.values("files_done")[:1]),
             last_run_failed=Subquery(latest.values("files_failed")[:1]),
             last_run_skipped=Subquery(latest.values("files_skipped")[:1]),
+            last_run_cancelled=Subquery(latest.values("files_cancelled")[:1]),
         )
 
 

@@ -275,6 +275,8 @@ class ProcStat:
     # cutime + cstime: the CPU of children it has waited for (a door's forked xrdcp --server
     # for a root:// TPC copy counts here once it has ended, and in its own stat while it runs).
     children_cpu_seconds: float = 0.0
+    # R, S, D, Z, T (stopped by a signal: SIGSTOP, a debugger), t (stopped while traced), ...
+    state: str = "R"
 
 
 _PAGE = os.sysconf("SC_PAGE_SIZE")
@@ -299,6 +301,7 @@ def proc_stat(pid: int) -> ProcStat | None:
         start_ticks=int(fields[19]),
         rss_bytes=int(fields[21]) * _PAGE,
         children_cpu_seconds=(int(fields[13]) + int(fields[14])) / CLK_TCK,
+        state=fields[0],
     )
 
 

@@ -333,6 +333,43 @@
     });
   }
 
+  /* ---- A live timeline asked from the page's last point on ------------------------------ */
+
+  /* A live time document the page already holds (its "times" and the lists aligned with them) is
+     asked again with since= its last time and bucket= its width: the server sends the buckets
+     from that time on, marked "since" (the last one again: a live bucket still fills), or the
+     whole document when the width changed. Merged here into what the page holds. */
+  function sinceUrl(url, held) {
+    if (!held || !held.live || embeddedDocuments() || !Array.isArray(held.times) || !held.times.length) return url;
+    return url + (url.indexOf("?") < 0 ? "?" : "&") + "since=" + encodeURIComponent(held.times[held.times.length - 1]) +
+      "&bucket=" + encodeURIComponent(held.bucket_seconds);
+  }
+
+  function zeros(n) { var out = []; for (var i = 0; i < n; i++) out.push(0); return out; }
+
+  function mergeSince(held, part) {
+    if (!held || part.since === undefined) return part;
+    var keep = 0;
+    while (keep < held.times.length && held.times[keep] < part.since) keep++;
+    var n = part.times.length, out = Object.assign({}, part, { times: held.times.slice(0, keep).concat(part.times) });
+    delete out.since;
+    Object.keys(part).forEach(function (key) {
+      if (key === "times") return;
+      var now = part[key], before = held[key];
+      if (Array.isArray(now) && now.length === n) {
+        out[key] = (Array.isArray(before) ? before.slice(0, keep) : zeros(keep)).concat(now);
+      } else if (now && typeof now === "object" && !Array.isArray(now)) {
+        // A list per door: a door new in this part had nothing before, one gone has nothing since.
+        var merged = {}, names = Object.keys(before || {}).concat(Object.keys(now).filter(function (k) { return !(before || {})[k]; }));
+        names.sort().forEach(function (name) {
+          merged[name] = ((before || {})[name] || zeros(keep)).slice(0, keep).concat(now[name] || zeros(n));
+        });
+        out[key] = merged;
+      }
+    });
+    return out;
+  }
+
   /* ---- Labelled series: a daemon's CPU, each disk, each log pattern -------------------- */
 
   /* Datasets of a canvas asking for data-labelled="metric[,metric]" from a {metric: {name: points}}
@@ -738,9 +775,20 @@
     var params = Array.prototype.slice.call(section.querySelectorAll("[data-chart-param]"));
     // A live section (a run, a host test) keeps asking after a failed request; another says it once.
     var live = section.getAttribute("data-live") === "1";
+    var held = {};  // each document as last drawn: a live timeline is then asked from its last point on
     function asked(url) {
       var query = params.map(function (p) { return encodeURIComponent(p.name) + "=" + encodeURIComponent(p.value); }).join("&");
       return query ? url + (url.indexOf("?") < 0 ? "?" : "&") + query : url;
+    }
+    /* A section with data-bundle (the run page) asks all its documents in one request, the
+       timeline from its last point on; another asks each document by its own URL. */
+    var bundle = section.getAttribute("data-bundle");
+    function fetchAll(names, urls) {
+      if (bundle && !embeddedDocuments()) {
+        var url = sinceUrl(asked(bundle + "?names=" + names.map(encodeURIComponent).join(",")), held.timeline);
+        return getJSON(url).then(function (got) { return names.map(function (name) { return got.docs[name]; }); });
+      }
+      return Promise.all(names.map(function (name) { return getJSON(sinceUrl(asked(urls[name]), held[name])); }));
     }
     function draw() {
       var urls = {};
@@ -749,9 +797,9 @@
         Object.keys(sources).forEach(function (name) { urls[name] = sources[name]; });
       });
       var names = Object.keys(urls);
-      return Promise.all(names.map(function (name) { return getJSON(asked(urls[name])); })).then(function (got) {
+      return fetchAll(names, urls).then(function (got) {
         var docs = {};
-        names.forEach(function (name, i) { docs[name] = got[i]; });
+        names.forEach(function (name, i) { docs[name] = held[name] = mergeSince(held[name], got[i]); });
         canvases.forEach(function (c) {
           var drawer = DRAW[c.getAttribute("data-draw")], own = {};
           Object.keys(sourcesOf(c)).forEach(function (name) { own[name] = docs[name]; });
@@ -774,7 +822,7 @@
       });
     }
     params.forEach(function (p) {
-      p.addEventListener("change", function () { draw().catch(function (err) { console.error(err); }); });
+      p.addEventListener("change", function () { held = {}; draw().catch(function (err) { console.error(err); }); });
     });
     cycle();
   }

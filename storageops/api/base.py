@@ -71,16 +71,19 @@ class BaseModelSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
             setattr(instance, key, value)
         if not_null:
             raise serializers.ValidationError(not_null)
-        self.before_model_clean(instance, attrs)
         try:
             instance.full_clean()
         except DjangoValidationError as exc:
             raise serializers.ValidationError({self._api_name(k): v for k, v in exc.message_dict.items()}) from None
+        if errors := self.relation_errors(instance, attrs):
+            raise serializers.ValidationError({self._api_name(k): [v] for k, v in errors.items()})
         return attrs
 
-    def before_model_clean(self, instance, attrs: dict) -> None:
-        """Hook: tell the unsaved `instance` what else the request changes (its many-to-many
-        fields, set only after it is saved) before the model's own validation runs."""
+    def relation_errors(self, instance, attrs: dict) -> dict[str, str]:
+        """Hook: field errors of the valid `instance` (the object as this request would leave it)
+        against the many-to-many relations it is about to have, which are set only after it is
+        saved; `attrs` holds the ones the request gives."""
+        return {}
 
     def _model_field_names(self) -> set[str]:
         return {f.name for f in self.Meta.model._meta.get_fields() if getattr(f, "concrete", False)}

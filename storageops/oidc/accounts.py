@@ -2,7 +2,8 @@
 
 Roles follow the provider at every sign-in (browser) and every bearer token (API): the role
 groups the mapping gives are added, the others removed, and a change is written to the change
-log as the provider's doing. Groups that are not roles are left alone.
+log (the admin's Change records) by "sign-on from <issuer>" (or "bearer token from <issuer>"),
+with the roles and the provider's groups before and after. Groups that are not roles are left alone.
 """
 
 from __future__ import annotations
@@ -22,6 +23,9 @@ from storageops.oidc.claims import groups_in, roles_for
 from storageops.oidc.config import OidcConfig
 
 CHANGE_VIA = "sso"
+# How the provider's groups reached us: what the change record names as the one who changed the roles.
+BY_SIGN_ON = "sign-on"
+BY_BEARER_TOKEN = "bearer token"  # noqa: S105 (a label, not a token)
 
 
 def _username(claims: Mapping[str, Any], cfg: OidcConfig) -> str:
@@ -62,8 +66,21 @@ def _role_state(user: User) -> dict[str, Any]:
     return {"roles": held, "is_staff": user.is_staff}
 
 
-def apply_roles(user: User, wanted: set[str], cfg: OidcConfig) -> bool:
-    """Make the user's role groups exactly `wanted`; True if anything changed (and was logged)."""
+def change_actor(cfg: OidcConfig, how: str = BY_SIGN_ON) -> str:
+    """Who a change record names for a change of roles from the provider's groups."""
+    return f"{how} from {cfg.issuer}"[:150]
+
+
+def apply_roles(
+    user: User,
+    wanted: set[str],
+    cfg: OidcConfig,
+    *,
+    how: str = BY_SIGN_ON,
+    groups: tuple[list[str], list[str]] | None = None,
+) -> bool:
+    """Make the user's role groups exactly `wanted`; True if anything changed (and was logged).
+    `groups`: the provider's groups as last seen and as now, recorded beside the roles."""
     staff = roles.ADMIN in wanted
     # Checked on every API call with a provider token: the kept grants answer the usual "no
     # change" without a query; a change is read again from the database, which they may trail.
@@ -80,15 +97,18 @@ def apply_roles(user: User, wanted: set[str], cfg: OidcConfig) -> bool:
         if user.is_staff != (roles.ADMIN in wanted):
             user.is_staff = roles.ADMIN in wanted
             user.save(update_fields=["is_staff"])
-        changelog.record_update(user, before, _role_state(user), via=CHANGE_VIA, actor=cfg.provider_name)
+        after = _role_state(user)
+        if groups is not None:
+            before["provider_groups"], after["provider_groups"] = groups
+        changelog.record_update(user, before, after, via=CHANGE_VIA, actor=change_actor(cfg, how))
     return True
 
 
-def sign_in(claims: Mapping[str, Any], cfg: OidcConfig) -> User:
+def sign_in(claims: Mapping[str, Any], cfg: OidcConfig, how: str = BY_SIGN_ON) -> User:
     """The user for these verified claims, with its roles set from their groups."""
     identity = identity_for(claims, cfg)
     groups = sorted(groups_in(claims, cfg.groups_claim))
-    apply_roles(identity.user, roles_for(groups, cfg), cfg)
+    apply_roles(identity.user, roles_for(groups, cfg), cfg, how=how, groups=(list(identity.groups or []), groups))
     now = timezone.now()
     # The API checks a token on every request: write only what changed, or a minute later.
     if identity.groups != groups or identity.last_seen is None or (now - identity.last_seen).total_seconds() > 60:

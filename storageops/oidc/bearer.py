@@ -47,7 +47,7 @@ class ProviderTokenAuthentication(BaseAuthentication):
                 f"The bearer token cannot be checked: {cfg.provider_name}'s keys cannot be fetched. "
                 "Use a StorageOps API token meanwhile."
             ) from None
-        user = accounts.sign_in(claims, cfg)
+        user = accounts.sign_in(claims, cfg, how=accounts.BY_BEARER_TOKEN)
         if not user.is_active:
             raise exceptions.AuthenticationFailed("The account of this token is disabled.")
         return user, ProviderToken(claims)

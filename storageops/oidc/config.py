@@ -96,3 +96,11 @@ def from_env() -> OidcConfig | None:
         timeout=env_int("STORAGEOPS_OIDC_TIMEOUT", 5, minimum=1, maximum=60),
         audience=env_str("STORAGEOPS_OIDC_AUDIENCE", "").strip(),
     )
+
+
+def summary(cfg: OidcConfig | None) -> str:
+    """One line on whether sign-on is on, and how: what `make run` prints at start-up."""
+    if cfg is None:
+        return "Sign-on: off (set STORAGEOPS_OIDC_ISSUER and the rest: docs/security.md)"
+    mapping = ", ".join(f"{group} → {role}" for role in ROLE_NAMES for group in cfg.role_map.get(role, ()))
+    return f"Sign-on: on, issuer {cfg.issuer} (groups → roles: {mapping}; claim {cfg.groups_claim!r})"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
-from campaigns.models import FtsInstance
+from campaigns.runs.engines.fts.models import FtsInstance
 from tests.support.api import api
 
 pytestmark = pytest.mark.django_db
@@ -38,15 +38,15 @@ def test_admin_form_keeps_the_token_write_only(admin_user):
     obj = FtsInstance.objects.create(name="site-fts", url="https://fts.example.org:8446", bearer_token=SECRET)
     client = Client()
     client.force_login(admin_user)
-    page = client.get(f"/admin/campaigns/ftsinstance/{obj.pk}/change/")
+    page = client.get(f"/admin/fts/ftsinstance/{obj.pk}/change/")
     assert page.status_code == 200 and SECRET not in page.content.decode()
     form = {"name": "site-fts", "url": "https://fts.example.org:8446", "bearer_token": "", "verify_tls": "on",
             "files_per_job": 50, "poll_seconds": 2.0}  # fmt: skip
-    saved = client.post(f"/admin/campaigns/ftsinstance/{obj.pk}/change/", form)
+    saved = client.post(f"/admin/fts/ftsinstance/{obj.pk}/change/", form)
     assert saved.status_code == 302, saved.content.decode()[:2000]
     obj.refresh_from_db()
     assert obj.bearer_token == SECRET and obj.files_per_job == 50
-    client.post(f"/admin/campaigns/ftsinstance/{obj.pk}/change/", {**form, "clear_bearer_token": "on"})
+    client.post(f"/admin/fts/ftsinstance/{obj.pk}/change/", {**form, "clear_bearer_token": "on"})
     obj.refresh_from_db()
     assert obj.bearer_token == ""
 
@@ -58,7 +58,7 @@ def test_changes_to_an_fts_instance_are_recorded_without_the_secret(admin_user):
     created = admin.post("/api/v1/fts-instances/", {"name": "rec", "rest_url": "https://fts.example.org:8446",
                                                     "bearer_token": SECRET}, format="json")  # fmt: skip
     assert created.status_code == 201
-    records = ChangeRecord.objects.filter(object_type="campaigns.ftsinstance", object_id=created.json()["id"])
+    records = ChangeRecord.objects.filter(object_type="fts.ftsinstance", object_id=created.json()["id"])
     assert records.count() == 1 and records.first().via == "api"
     assert SECRET not in str([(r.before, r.after, r.changes) for r in records])
 
@@ -74,13 +74,13 @@ def test_admin_refuses_to_delete_an_instance_a_campaign_uses(admin_user, tmp_pat
     campaign("uses-fts", [src], [dst], engine="fts", engine_options={"instance": used.pk})
     client = Client()
     client.force_login(admin_user)
-    page = client.post(f"/admin/campaigns/ftsinstance/{used.pk}/delete/", {"post": "yes"})
+    page = client.post(f"/admin/fts/ftsinstance/{used.pk}/delete/", {"post": "yes"})
     assert page.status_code == 200 and "Campaign: uses-fts" in page.content.decode()
     bulk = client.post(
-        "/admin/campaigns/ftsinstance/",
+        "/admin/fts/ftsinstance/",
         {"action": "delete_selected", "_selected_action": [used.pk, spare.pk], "post": "yes"},
     )
     assert bulk.status_code == 200 and "Campaign: uses-fts" in bulk.content.decode()
     assert set(FtsInstance.objects.values_list("name", flat=True)) == {"used-fts", "spare-fts"}
-    gone = client.post(f"/admin/campaigns/ftsinstance/{spare.pk}/delete/", {"post": "yes"})
+    gone = client.post(f"/admin/fts/ftsinstance/{spare.pk}/delete/", {"post": "yes"})
     assert gone.status_code == 302 and not FtsInstance.objects.filter(pk=spare.pk).exists()

@@ -11,8 +11,9 @@ from drf_spectacular.generators import SchemaGenerator
 from rest_framework.test import APIClient
 
 from alerts.models import Delivery, Subscription
-from campaigns.models import CampaignSchedule, Endpoint, FtsInstance, ReadinessCheck, Run, Transfer
+from campaigns.models import CampaignSchedule, Endpoint, ReadinessCheck, Run, TokenIssuer, Transfer
 from campaigns.runs import scheduling
+from campaigns.runs.engines.fts.models import FtsInstance
 from campaigns.runs.planning import campaign_snapshot
 from collectors.events import log_event
 from collectors.models import Host, HostTestSeries
@@ -67,6 +68,9 @@ def objects():
         "schedule": scheduling.save_schedule(CampaignSchedule(campaign=campaign, kind="cron", cron="0 9 * * 1-5")),
         "unscheduled": mock_campaign("matrix-unscheduled"),
         "fts": FtsInstance.objects.create(name="matrix-fts", url="https://fts.test:8446"),
+        "issuer": TokenIssuer.objects.create(
+            name="matrix-iam", token_endpoint="https://iam.test/token", client_id="so", client_secret="matrix-secret"
+        ),
         "readiness": ReadinessCheck.objects.create(endpoint=Endpoint.objects.get(name="matrix-spare")),
         # Email only: the tests' mail backend (locmem) takes it, so the test action needs no SMTP server.
         "subscription": (subscription := Subscription.objects.create(name="matrix-alerts", email="ops@example.org")),
@@ -82,7 +86,12 @@ def _payload(kind: str, objects: dict) -> dict:
         "backends": {"name": "new-backend", "access_layer": "xrootd"},
         "hosts": {"name": "new-door"},
         "endpoints": {"name": "new-ep", "backend": backend("matrix-backend").pk, "url_prefix": "root://d:1094//x/"},
-        "campaigns": {"name": "new-campaign", "sources": [objects["endpoint"].pk], "concurrency_steps": [1]},
+        "campaigns": {
+            "name": "new-campaign",
+            "sources": [objects["endpoint"].pk],
+            "destinations": [objects["spare_endpoint"].pk],
+            "concurrency_steps": [1],
+        },
         "events": {"kind": "note", "summary": "API note"},
         "host_test": {"params": {"tool": "dd", "size": "1M", "repeats": 1}},
         "backend_put": {"name": "matrix-backend", "access_layer": "dcache"},
@@ -97,6 +106,8 @@ def _payload(kind: str, objects: dict) -> dict:
         "schedule_put": {"campaign": objects["campaign"].pk, "kind": "interval", "interval_minutes": 60},
         "fts": {"name": "new-fts", "rest_url": "https://fts2.test:8446"},
         "fts_put": {"name": "matrix-fts", "rest_url": "https://fts3.test:8446"},
+        "issuer": {"name": "new-iam", "token_endpoint": "https://iam2.test/t", "client_id": "so", "client_secret": "x"},
+        "issuer_put": {"name": "matrix-iam", "token_endpoint": "https://iam3.test/token", "client_id": "so"},
         "readiness": {"endpoint": objects["spare_endpoint"].pk},
         "subscriptions": {"name": "new-alerts", "campaign": objects["campaign"].pk, "email": "new@example.org"},
         "subscription_put": {"name": "matrix-alerts", "kinds": ["stall"], "webhook_url": "https://chat.test/hooks/x"},
@@ -169,6 +180,12 @@ MATRIX = [
     ("put", "/api/v1/fts-instances/{fts}/", "fts_put", "admin", 200),
     ("patch", "/api/v1/fts-instances/{fts}/", {"notes": "x"}, "admin", 200),
     ("delete", "/api/v1/fts-instances/{fts}/", None, "admin", 204),
+    ("get", "/api/v1/token-issuers/", None, "viewer", 200),
+    ("post", "/api/v1/token-issuers/", "issuer", "admin", 201),
+    ("get", "/api/v1/token-issuers/{issuer}/", None, "viewer", 200),
+    ("put", "/api/v1/token-issuers/{issuer}/", "issuer_put", "admin", 200),
+    ("patch", "/api/v1/token-issuers/{issuer}/", {"notes": "x"}, "admin", 200),
+    ("delete", "/api/v1/token-issuers/{issuer}/", None, "admin", 204),
     ("get", "/api/v1/transfers/", None, "viewer", 200),
     ("get", "/api/v1/transfers/{transfer}/", None, "viewer", 200),
     ("get", "/api/v1/events/", None, "viewer", 200),

@@ -76,10 +76,13 @@ def test_the_partial_renders_a_comparison_rows_short_verdict():
                        "label": "xrootd", "value": 0.97},
         "doors_needed": 8,
         "knee_text": "concurrency 4 — 300 MB/s",
-        "cause": "Bottleneck: CPU of xrootd on door-a at 97% (97 % of 1 core(s)) from concurrency 4.",
+        "cause": "Bottleneck: CPU of xrootd on door-a at 97 % (97 % of 1 core(s)) from concurrency 4.",
     }  # fmt: skip
     html = render_to_string("campaigns/partials/verdict.html", {"verdict": short})
-    assert "levelled off" in html and "Bottleneck: CPU of xrootd on door-a at 97% (97 % of 1 core(s))" in html
+    assert "levelled off" in html
+    # The row labelled Bottleneck gives the sentence without the word again.
+    row = "CPU of xrootd on door-a at 97 % (97 % of 1 core(s)) from concurrency 4."
+    assert f'<dd data-verdict-row="bottleneck">{row}</dd>' in html
     assert '<dd data-verdict-row="knee">concurrency 4 — 300 MB/s</dd>' in html
     assert "Doors needed</dt><dd>8" in html and "Saturation per step" not in html
     assert "No verdict yet" in render_to_string("campaigns/partials/verdict.html", {"verdict": None})

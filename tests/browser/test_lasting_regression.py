@@ -10,7 +10,7 @@ at the old speed, judged again, is "improved".
 
 As in test_regression_watch, the worker gets the very message beat sends for a due start
 (campaigns.scheduled_start with its due time) as soon as the previous run ended: fourteen runs
-of a one-minute schedule take five minutes, not fourteen. Small files (12 x 8 MiB, concurrency 2)
+of a one-minute schedule take five minutes, not fourteen. Small files (6 x 8 MiB, concurrency 2)
 keep the slowed runs short. The quiet throttle (8 MB/s) is well under what the door and the worker
 move on a loaded machine (15-19 MB/s at 16 MB/s, under two CPU hogs): the throttle, not the
 machine's load, makes every night's figure, as it does the slowed nights' (4.06-4.14 MB/s).
@@ -26,6 +26,7 @@ import pytest
 
 from alerts.models import AlertKind, Delivery, Subscription
 from campaigns.models import CampaignSchedule, Run
+from campaigns.results import baseline_choice
 from campaigns.runs import scheduling
 from collectors.models import Event, Host
 from collectors.sampling import HostCollector
@@ -41,7 +42,7 @@ from tests.support.workers import celery_worker
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 SIZE = 8 * 1024 * 1024
-FILES = 12
+FILES = 6
 RATE = 8_000_000
 SLOWED_RATE = 4_000_000
 QUIET, SLOWED, BACK = 6, 5, 3  # six quiet nights, as test_regression_watch: fewer make bands wide
@@ -132,7 +133,7 @@ def test_a_lasting_slowdown_is_regressed_on_every_run_then_recovered_and_a_new_n
             door.restart()
             door_group.add(door.pid)
             collector.tick()
-            logged = list(Event.objects.filter(host=host, source="collector").order_by("-time"))
+            logged = list(Event.objects.filter(host=host, source="collector").order_by("-time", "-pk"))
             slowed = [scheduled_run(schedule, worker) for _ in range(SLOWED)]
             door.extra_config = throttle_config(RATE)
             door.restart()
@@ -158,40 +159,58 @@ def test_a_lasting_slowdown_is_regressed_on_every_run_then_recovered_and_a_new_n
     quiet_median = statistics.median(r.summary["total"]["throughput_bps"] for r in quiet)
 
     assert [r.summary["judgement"]["status"] for r in quiet] == ["no_baseline"] * 3 + ["within"] * (QUIET - 3), report
+    # A quiet night the machine's load held well below the others' tight level is kept out of
+    # later baselines by the watch's "far" rule (7.79 MB/s against a median of 9.20 of three
+    # runs, once in CI with six test processes): the baseline is the quiet nights counted.
+    counted = [r.pk for r in reversed(quiet) if baseline_choice.standing(r)["counted"]]
+    assert len(counted) >= QUIET - 1, report
     # Every slowed run regressed against the quiet runs only, each naming the change.
     first = slowed[0]
     for i, run in enumerate(slowed):
         j = run.summary["judgement"]
         assert j["status"] == "regressed" and throughput(run)["status"] == "regressed", report
-        assert j["baseline_runs"] == [r.pk for r in reversed(quiet)], report
+        assert j["baseline_runs"] == counted, report
         assert [s["event"] for s in j["suspects"]] == [e.pk for e in logged], report
         assert j.get("ongoing") == (None if i == 0 else {"since": first.pk, "runs": i + 1}), report
         assert throughput(run)["low"] > quiet_median / 2, report
     assert f"(ongoing since run #{first.pk}, {SLOWED} runs)" in slowed[-1].summary["judgement"]["headline"]
-    # The first run back recovered; the later ones within a band that still holds the quiet level.
-    assert back[0].summary["judgement"]["status"] == "recovered", report
-    assert back[0].summary["judgement"]["recovered"] == {"since": first.pk, "runs": SLOWED}
-    for run in back[1:]:
+    # The first run back at the quiet level recovered; the later ones within a band that still
+    # holds it. A run back that the machine's load held below the band (once 7.68 MB/s against a
+    # low of 7.85, in CI with six test processes) is judged as what it measured: the regression
+    # goes on through it, its alert held back like the other ongoing ones.
+    still_low = []
+    for run in back[:-1]:
+        if throughput(run)["status"] != "regressed":
+            break
+        still_low.append(run)
+    home = back[len(still_low)]
+    lasted = SLOWED + len(still_low)
+    for i, run in enumerate(still_low):
+        j = run.summary["judgement"]
+        assert j["status"] == "regressed" and j.get("ongoing") == {"since": first.pk, "runs": SLOWED + i + 1}, report
+    assert home.summary["judgement"]["status"] == "recovered", report
+    assert home.summary["judgement"]["recovered"] == {"since": first.pk, "runs": lasted}
+    for run in back[len(still_low) + 1 :]:
         assert run.summary["judgement"]["status"] == "within", report
         assert throughput(run)["low"] > quiet_median / 2, report
-    assert not [s for r in back for s in r.summary["judgement"]["suspects"]]
+    assert not [s for r in back[len(still_low) :] for s in r.summary["judgement"]["suspects"]]
 
-    # Alerts: the start and the recovery sent, the four ongoing runs between held back.
+    # Alerts: the start and the recovery sent, the ongoing runs between held back.
     deliveries = list(Delivery.objects.order_by("time").values_list("run_id", "kind", "state"))
     assert deliveries == [
         (first.pk, "regression", "sent"),
-        *((r.pk, "regression", "suppressed") for r in slowed[1:]),
-        (back[0].pk, "recovered", "sent"),
+        *((r.pk, "regression", "suppressed") for r in [*slowed[1:], *still_low]),
+        (home.pk, "recovered", "sent"),
     ], deliveries
     [(_, _, start), (_, _, recovered)] = mailbox.messages
     band = throughput(first)
     assert f"Subject: [StorageOps] {first} regressed" in start
-    assert "throughput: " in start and " (median " in start and f" of {QUIET} runs): regressed" in start
+    assert "throughput: " in start and " (median " in start and f" of {len(counted)} runs): regressed" in start
     for event in logged:
         assert f"{event.time:%Y-%m-%d %H:%M} UTC {event.kind} on door2: {event.summary}" in start
     assert f"https://storageops.site.example/campaigns/runs/{first.pk}/" in start
-    assert f"Subject: [StorageOps] {back[0]} recovered" in recovered
-    assert f"Recovered: the regression since run #{first.pk} lasted {SLOWED} runs." in recovered
+    assert f"Subject: [StorageOps] {home} recovered" in recovered
+    assert f"Recovered: the regression since run #{first.pk} lasted {lasted} runs." in recovered
     assert [p["props"]["kind"] for p in hook.received] == ["regression", "recovered"]
 
     # The slowed level accepted as the new normal from its first run, through the API: the first
@@ -201,10 +220,12 @@ def test_a_lasting_slowdown_is_regressed_on_every_run_then_recovered_and_a_new_n
                            {"choice": "accepted", "reason": "door2 stays throttled: its disks moved"},
                            format="json")  # fmt: skip
     assert accepted.status_code == 200, accepted.content
-    again = client.post(f"/api/v1/runs/{back[0].pk}/judge-again/", format="json").json()["judgement"]
-    assert again["normal_from"] == first.pk and again["baseline_runs"] == [r.pk for r in reversed(slowed)]
+    again = client.post(f"/api/v1/runs/{home.pk}/judge-again/", format="json").json()["judgement"]
+    assert again["normal_from"] == first.pk
+    # The new normal's baseline: the slowed runs (and any run back the load held at their level).
+    assert {r.pk for r in slowed} <= set(again["baseline_runs"]) <= {r.pk for r in [*slowed, *still_low]}, again
     assert again["status"] == "improved" and again["headline"].startswith("Throughput improved"), again
-    assert again["earlier"] == [{"status": "recovered", "headline": back[0].summary["judgement"]["headline"]}]
+    assert again["earlier"] == [{"status": "recovered", "headline": home.summary["judgement"]["headline"]}]
     new_band = next(f for f in again["figures"] if f["key"] == "throughput")
     print(
         f"judged again against the new normal: {again['headline']} band {new_band['low'] / 1e6:.2f}–"

@@ -40,7 +40,8 @@ MB = 1_000_000
 QUIET_FIVE = [8 * MB, 6 * MB, 8 * MB, 10 * MB, 8 * MB]
 QUIET_THREE = [8 * MB, 6 * MB, 10 * MB]
 SLOWED_RATE = 1_500_000  # -81 % against the quiet median
-SLOWED, BACK = 4, 3
+# Three slowed nights: the first regressed on its own, the next two as an ongoing regression.
+SLOWED, BACK = 3, 3
 
 
 @pytest.fixture
@@ -92,7 +93,7 @@ class Site:
         self.group.add(self.door.pid)
         self.collector.tick()
         self.rate = rate
-        return list(Event.objects.filter(host=self.host).exclude(pk__in=before).order_by("-time"))
+        return list(Event.objects.filter(host=self.host).exclude(pk__in=before).order_by("-time", "-pk"))
 
     def night(self, schedule: CampaignSchedule, rate: int) -> tuple[Run, list[Event]]:
         logged = self.hold_to(rate)
@@ -119,12 +120,16 @@ def check(found: dict, n_quiet: int) -> str:
     values = [r.summary["total"]["throughput_bps"] for r in quiet]
     median = statistics.median(values)
     spread = max(abs(v - median) / median for v in values)
-    # Their rates are ±25 %; each night's own overheads add a few per cent either way.
-    assert 0.15 < spread < 0.45, f"the quiet nights spread {spread:.0%}, not about ±25 %\n{report}"
+    # Their rates are ±25 %; each night's own overheads and the machine's load move them further
+    # either way (a night asked 10 MB/s ran at 12.0 once in CI: a spread of 47 %). Wider only
+    # makes the watch's task harder: the floor is what the scenario needs.
+    assert 0.15 < spread < 0.6, f"the quiet nights spread {spread:.0%}, not about ±25 %\n{report}"
     assert {e.kind for e in change} == {"service_restart", "config_change"}, change
     for i, run in enumerate(slowed):
         j = run.summary["judgement"]
-        assert run.summary["total"]["throughput_bps"] < 0.25 * median, report
+        # The cause put there held it: the door's throttle, and the night well below the quiet
+        # ones (their rates are what a busy machine let them reach: 4.4-7.3 MB/s of 8 asked, once).
+        assert run.summary["total"]["throughput_bps"] < min(1.1 * SLOWED_RATE, 0.5 * median), report
         assert j["status"] == "regressed" and throughput(run)["status"] == "regressed", report
         assert j["baseline_runs"] == [r.pk for r in reversed(quiet) if r.summary["judgement"]["status"] != "regressed"]
         assert len(j["baseline_runs"]) == n_quiet, report

@@ -16,12 +16,13 @@ from pathlib import Path
 import pytest
 from django.utils import timezone
 
-from campaigns import readiness, readiness_lease
+from campaigns import readiness
 from campaigns.models import ReadinessCheck
-from campaigns.readiness_probes import probe_url
-from campaigns.runs.engines.base import CopyOptions
+from campaigns.readiness import lease as readiness_lease
+from campaigns.readiness.probes import probe_url
+from campaigns.runs.engines.copies import CopyOptions
 from campaigns.runs.engines.gfal2.client import Gfal2Copier
-from campaigns.runs.engines.gfal2.executor import endpoint_credentials
+from campaigns.runs.storage import endpoint_credentials
 from campaigns.tasks import readiness_remove_probes
 from tests.support.factories import endpoint
 

@@ -12,8 +12,9 @@ from celery import current_app
 from django_celery_beat.models import PeriodicTask
 
 from alerts.models import AlertKind, Delivery, Subscription
-from campaigns import readiness, readiness_grid
+from campaigns import readiness
 from campaigns.models import ReadinessCheck, ReadinessGrid
+from campaigns.readiness import grid as readiness_grid
 from tests.support.api import api
 from tests.support.factories import endpoint
 from tests.support.silent_tcp import silent_tcp_server

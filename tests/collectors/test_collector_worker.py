@@ -45,7 +45,7 @@ def test_a_real_collector_worker_samples_watches_and_runs_host_tests(transaction
     collector = ManagedProcess("collector", argv, child_env(STORAGEOPS_HOST_TEST_DIR=str(test_dir)), log_dir, cwd=ROOT)
     collector.start()
     try:
-        collector.wait_for_log("ready.", timeout=60)
+        collector.wait_for_log("ready.", timeout=120)  # a worker took over 60 s on a machine loaded twice over
         assert host_queue(host) in collector.log_text()
         samples = MetricSample.objects.filter(host=host)
         _wait(lambda: samples.filter(metric="cpu.percent").exists(), 30, collector, "a cpu.percent sample")

@@ -10,7 +10,7 @@ import requests
 
 from collectors import node_exporter
 from collectors.models import MetricSample
-from storageops.schedules import BUILTIN
+from storageops.schedules import builtin
 from tests.support.ports import free_port
 from tests.support.processes import ManagedProcess
 
@@ -80,7 +80,7 @@ def test_an_unreachable_exporter_is_reported_not_raised(make_host):
 
 
 def test_the_scrape_is_a_builtin_schedule():
-    assert any(task == "collectors.node_exporter.scrape" for _, task, _ in BUILTIN)
+    assert any(task == "collectors.node_exporter.scrape" for _, task, _ in builtin())
 
 
 def test_the_tasks_are_registered_under_their_names():

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import re
 import shutil
+import signal
 import time
 import uuid
 
@@ -104,3 +107,70 @@ def test_a_service_found_by_process_name(make_host, tmp_path, log_dir):
         assert MetricSample.objects.filter(host=host, metric="proc.rss_bytes", label="sleeper", value__gt=0).exists()
     finally:
         daemon.stop()
+
+
+def _stop(pid: int) -> None:
+    """SIGSTOP, returning once the kernel shows the process stopped: the signal is delivered
+    asynchronously, and on a busy machine a read just after kill() still found it running."""
+    os.kill(pid, signal.SIGSTOP)
+    deadline = time.monotonic() + 10
+    while procfs.proc_stat(pid).state not in ("T", "t"):
+        assert time.monotonic() < deadline, procfs.proc_stat(pid)
+        time.sleep(0.01)
+
+
+def _answers(door: XRootDServer) -> bool:
+    from devsite.xrootd_server import xroot_ping
+
+    return xroot_ping(door.port, timeout=1.0)
+
+
+def test_a_hung_door_is_one_event_with_its_start_end_and_length(make_host, door):
+    """A door SIGSTOPped (alive, its port open, answering nothing) then continued: one event,
+    logged when first seen, given its length once it runs again; the door's copies would only
+    have waited, and one hang shorter than their deadline left no trace before."""
+    host = make_host(watched_services=[{"name": "xrootd-door", "pidfile": str(door.xrootd_pidfile)}])
+    collector = HostCollector(host)
+    collector.tick()
+    _stop(door.pid)
+    try:
+        assert not _answers(door)  # what the world sees: nothing answers
+        collector.tick()
+        [hung] = Event.objects.filter(host=host, kind="service_hung")
+        assert hung.source == "collector"
+        assert hung.summary == f"xrootd-door hung: pid {door.pid} stopped by a signal, answering nothing"
+        time.sleep(1.5)
+        collector.tick()
+        assert Event.objects.filter(host=host, kind="service_hung").count() == 1  # still the same hang
+    finally:
+        os.kill(door.pid, signal.SIGCONT)
+    collector.tick()
+    assert _answers(door)
+    hung.refresh_from_db()
+    length = float(re.search(r"after ([\d.]+) s", hung.detail).group(1))
+    assert 1.5 <= length < 30, hung.detail
+    assert hung.summary == (
+        f"xrootd-door hung for {length:.0f} s: pid {door.pid} stopped by a signal, then running again"
+    ), hung.summary
+    assert not Event.objects.filter(host=host, kind="service_restart").exists()  # it never restarted
+    collector.tick()
+    assert Event.objects.filter(host=host).count() == 1
+
+
+def test_a_hung_door_that_is_killed_ends_its_hang_as_gone(make_host, door):
+    host = make_host(watched_services=[{"name": "xrootd-door", "pidfile": str(door.xrootd_pidfile)}])
+    collector = HostCollector(host)
+    collector.tick()
+    pid = door.pid
+    _stop(pid)
+    collector.tick()
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while procfs.proc_stat(pid) is not None and procfs.proc_stat(pid).state != "Z" and time.monotonic() < deadline:
+        time.sleep(0.05)
+    door.restart()
+    collector.tick()
+    [hung] = Event.objects.filter(host=host, kind="service_hung")
+    assert hung.summary.endswith(f"pid {pid} stopped by a signal, then gone"), hung.summary
+    [restart] = Event.objects.filter(host=host, kind="service_restart")
+    assert str(door.pid) in restart.summary

@@ -199,7 +199,7 @@ def test_every_editable_campaign_field_is_on_the_form():
 
 
 def test_an_fts_campaign_gets_its_engine_options_from_the_form(client, admin_user, endpoints):
-    from campaigns.models import FtsInstance
+    from campaigns.runs.engines.fts.models import FtsInstance
 
     client.force_login(admin_user)
     data = form_data(*endpoints, name="fts-form", engine="fts", tpc_mode="auto", step_files="", concurrency_steps="2")

@@ -14,6 +14,8 @@ import pytest
 from campaigns import runs
 from campaigns.runs.lifecycle import RunDriver
 from campaigns.web import chart_registry
+from collectors import host_charts
+from collectors.models import Host
 from tests.support.factories import mock_campaign
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -72,8 +74,8 @@ def _check_canvases(client, html: str) -> list[dict[str, str]]:
 
 def test_every_drawer_a_page_names_is_in_charts_js_and_every_drawer_is_used():
     declared = {c.draw for c in (*chart_registry.RUN_CHARTS, *chart_registry.COMPARE_CHARTS,
-                                 *chart_registry.HISTORY_CHARTS)}  # fmt: skip
-    # The collectors' pages (host, host test) write their canvases in their templates.
+                                 *chart_registry.HISTORY_CHARTS, *host_charts.HOST_CHARTS)}  # fmt: skip
+    # The host test's page writes its one canvas in its template.
     for template in (ROOT / "templates/collectors").glob("*.html"):
         declared |= set(re.findall(r'data-draw="([\w-]+)"', template.read_text()))
     assert declared == _drawers_in_charts_js()
@@ -124,3 +126,12 @@ def test_the_comparison_and_campaign_pages_draw_their_registered_charts(client, 
     assert 'name="figure" data-chart-param' in history
     canvases = _check_canvases(client, history)
     assert [c["data-chart"] for c in canvases] == [c.name for c in chart_registry.HISTORY_CHARTS]
+
+
+def test_the_host_page_draws_its_registered_charts_from_the_hosts_metrics(client, viewer):
+    host = Host.objects.create(name="chart-host", address="127.0.0.1")
+    client.force_login(viewer)
+    html = client.get(f"/hosts/{host.pk}/?range=1h").content.decode()
+    canvases = _check_canvases(client, html)
+    assert [c["data-chart"] for c in canvases] == [c.name for c in host_charts.HOST_CHARTS]
+    assert all("range=1h" in json.loads(c["data-sources"])["host"] for c in canvases)

@@ -78,6 +78,7 @@ MATRIX: dict[str, tuple[str, str, str, int | tuple[int, ...]]] = {
     "campaigns:run_transfers": ("get", "/campaigns/runs/{run}/transfers/", "viewer", 200),
     "campaigns:run_errors": ("get", "/campaigns/runs/{run}/errors/transfer_timeout/", "viewer", 200),
     "campaigns:run_chart": ("get", "/campaigns/runs/{run}/charts/steps.json", "viewer", 200),
+    "campaigns:run_charts_bundle": ("get", "/campaigns/runs/{run}/charts.json", "viewer", 200),
     "campaigns:compare": ("get", "/campaigns/compare/", "viewer", 200),
     "campaigns:status": ("get", "/campaigns/status/", "viewer", 200),
     "campaigns:compare_data": ("get", "/campaigns/compare/data.json?runs={run},{finished_run}", "viewer", 200),

@@ -107,6 +107,30 @@ def test_children_and_grandchildren_die_with_a_sigkilled_parent(tmp_path):
             parent.kill()
 
 
+def test_the_guard_leaves_alone_a_later_process_given_a_registered_pid():
+    """A child that died on its own may never be deregistered; pids wrap (32768 here), so when
+    its parent dies, the guard finds that pid leading someone else's session: seen in CI, where
+    a runsite SIGKILLed by one test took another test's fresh child with it."""
+    guard = subprocess.Popen(
+        [PYTHON, "-I", "-S", str(ROOT / "devsite" / "groupguard.py")], stdin=subprocess.PIPE, start_new_session=True
+    )
+    ours, stranger = (subprocess.Popen(["/bin/sleep", "300"], start_new_session=True) for _ in range(2))
+    try:
+        # ``stranger`` stands for a process given a pid the guard knew with another start time.
+        guard.stdin.write(
+            f"add {ours.pid} {start_time(ours.pid)}\nadd {stranger.pid} {start_time(stranger.pid) - 1}\n".encode()
+        )
+        guard.stdin.close()  # the parent's end closes: it died
+        guard.wait(timeout=10)
+        assert ours.wait(timeout=10) == -signal.SIGKILL
+        assert stranger.poll() is None, "a process the guard never registered was killed"
+    finally:
+        for proc in (ours, stranger, guard):
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+
 def test_the_kernel_alone_kills_the_children_of_a_sigkilled_parent(tmp_path):
     """The parent-death signal set by setpriv, with no group guard left to do it.
 
@@ -317,3 +341,32 @@ def test_children_are_vforked_so_no_library_fork_handler_runs_in_them(tmp_path):
     # A call another thread interrupts is written in two lines, "vfork( <unfinished ...>" and
     # its "resumed" rest (left out above): the call's name is in the first, not "vfork()".
     assert all(re.search(r"\bvfork\(", line) or "CLONE_VFORK" in line for line in ours), ours
+
+
+def _blocking_stop_signals() -> None:
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=lambda s: s.name)
+def test_a_launcher_started_with_its_stop_signals_blocked_still_stops_on_them(tmp_path, sig):
+    """A CI runner blocked SIGTERM for everything below it: the launcher, and every process it
+    started (which inherit its mask), never saw the signal that was to stop them. The launcher
+    takes its stop signals back first thing, so what it starts can be stopped too."""
+    env = {**os.environ, "STORAGEOPS_VAR_DIR": str(tmp_path / "var")}  # DATABASE_URL set: no servers of its own
+    launcher = subprocess.Popen(
+        [PYTHON, "-m", "devsite.launch", "--", PYTHON, "-c", "print('up', flush=True); import time; time.sleep(300)"],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True, preexec_fn=_blocking_stop_signals,
+    )  # fmt: skip
+    try:
+        assert launcher.stdout.readline().strip() == "up"
+        child = _tree(launcher.pid, 1)
+        assert child, "the launcher's command did not start"
+        blocked = int(re.search(r"SigBlk:\s*(\w+)", Path(f"/proc/{next(iter(child))}/status").read_text())[1], 16)
+        assert not blocked & (1 << (sig - 1)), "the command inherited the blocked mask"
+        launcher.send_signal(sig)
+        assert launcher.wait(timeout=20) == 128 + sig
+        left, _ = _gone_within(child, 10)
+        assert not left, left
+    finally:
+        if launcher.poll() is None:
+            launcher.kill()

@@ -1,6 +1,8 @@
 """`make run`'s command: its own PostgreSQL and Redis, web, worker, beat, two real XRootD doors and
 two pool clients, up within 60 s, a demo run going, a pooled run started from the web UI copied by
-both clients, and everything stopped by Ctrl-C, the servers last."""
+both clients; then SIGTERM to the launcher (what a service manager sends) leaves no process of its
+tree behind, the servers stopped last, and the next start on the same port, stopped by SIGHUP (a
+closed terminal), finds nothing to clean up."""
 
 from __future__ import annotations
 
@@ -18,7 +20,8 @@ import pytest
 
 from devsite.xrootd_server import xroot_ping
 from tests.support.ports import free_port
-from tests.support.processes import PYTHON, ROOT, ManagedProcess
+from tests.support.site import DEMO, TREE_SIZE, start, stop_and_check
+from tests.support.site import status as healthz_status
 
 pytestmark = pytest.mark.slow
 
@@ -42,17 +45,13 @@ def _post(opener, base: str, path: str, jar: CookieJar, **fields: str):
 
 def test_runsite_serves_the_dashboard_real_doors_and_a_pool_then_stops(tmp_path, var_dir):
     port = free_port()
-    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CELERY_BROKER_URL")}
-    env.update({"STORAGEOPS_VAR_DIR": str(var_dir), "GFAL_PYTHONBIN": "/usr/bin/python3"})
-    argv = [PYTHON, "-m", "devsite.launch", "--", PYTHON, "manage.py", "runsite", "--bind", f"127.0.0.1:{port}"]
-    site = ManagedProcess("runsite", argv, env, tmp_path, cwd=ROOT).start()
     base = f"http://127.0.0.1:{port}"
     servers: dict[str, int] = {}
+    started = time.monotonic()
+    site = start(tmp_path, var_dir, port, "runsite")
     try:
-        started = time.monotonic()
-        while time.monotonic() - started < 60 and _get(f"{base}/healthz")[0] != 200:
-            assert site.returncode is None, site.log_text()[-3000:]
-            time.sleep(0.5)
+        up = time.monotonic() - started
+        assert up < 60, f"up after {up:.0f} s"
         status, body = _get(f"{base}/healthz")
         assert status == 200, site.log_text()[-3000:]
         assert '"transport": "redis"' in body, body
@@ -129,13 +128,12 @@ def test_runsite_serves_the_dashboard_real_doors_and_a_pool_then_stops(tmp_path,
         assert set(clients) == {"demo-client1", "demo-client2"}, clients
         assert all(figures["files_ok"] > 0 for figures in clients.values()), clients
         assert sum(figures["files_ok"] for figures in clients.values()) == 16
+        stop_and_check(site, signal.SIGTERM, TREE_SIZE + DEMO)
     finally:
-        if site.returncode is None:
-            os.kill(site.pid, signal.SIGINT)  # what Ctrl-C does
-            site.proc.wait(timeout=60)
         site.stop()
-    assert site.proc.returncode == 0, site.log_text()[-3000:]
     log = site.log_text()
+    assert site.proc.returncode == 0, log[-3000:]
+    assert "Stopping (SIGTERM)" in log, log[-3000:]
     children = [int(pid) for pid in re.findall(r"started [\w-]+ \(pid (\d+)\)", log)]
     assert len(children) == 7  # web, worker, beat, a collector per door, two pool clients
     assert not [pid for pid in children if os.path.exists(f"/proc/{pid}")]
@@ -143,6 +141,20 @@ def test_runsite_serves_the_dashboard_real_doors_and_a_pool_then_stops(tmp_path,
     assert log.index("Stopped in") < log.index("Stopped the own PostgreSQL/Redis"), log[-3000:]
     assert not [pid for pid in servers.values() if os.path.exists(f"/proc/{pid}")], servers
     assert not list((var_dir / "run" / "site").glob("*.pid"))
-    assert _get(f"{base}/healthz")[0] == 0, "the web server must be gone"
+    assert healthz_status(port) == 0, "the web server must be gone"
     for _, door_port in doors:
         assert not xroot_ping(int(door_port), timeout=2.0), "the doors must be gone"
+
+    # The same port and var directory after a clean stop: nothing to clean up; no demo this time,
+    # which saves the doors' start.
+    again = start(tmp_path, var_dir, port, "runsite-2", "--no-demo")
+    try:
+        log = again.log_text()
+        assert "An earlier runsite" not in log, log[-3000:]
+        assert "An earlier launcher" not in log, log[-3000:]
+        stop_and_check(again, signal.SIGHUP, TREE_SIZE)
+    finally:
+        again.stop()
+    assert again.proc.returncode == 0, again.log_text()[-3000:]
+    assert "Stopping (SIGHUP)" in again.log_text()
+    assert "Stopped the own PostgreSQL/Redis" in again.log_text()

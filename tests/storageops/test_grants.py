@@ -4,6 +4,10 @@ at once, one made behind its back (another process, raw SQL) within STORAGEOPS_G
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import textwrap
 import time
 
 import pytest
@@ -67,6 +71,29 @@ def test_a_change_behind_djangos_back_is_seen_within_the_grants_seconds(settings
     assert not User.objects.get(pk=user.pk).has_perm("campaigns.start_run")
 
 
+@pytest.mark.django_db(transaction=True)
+def test_a_role_taken_away_in_another_process_is_refused_here_at_once(settings):
+    """A sign-on that demotes a user is handled by one web process; the others kept her grants
+    and let operator-only POSTs through for up to 5 s. The other process here is a real one, on
+    the same database and Redis: its change moves the shared generation on."""
+    settings.STORAGEOPS_GRANTS_SECONDS = 3600
+    user = _operator()
+    assert User.objects.get(pk=user.pk).has_perm("campaigns.start_run")  # kept here, for an hour
+    db = connection.settings_dict
+    script = textwrap.dedent(
+        f"""
+        import django
+        django.setup()
+        from django.contrib.auth.models import Group, User
+        User.objects.get(pk={user.pk}).groups.remove(Group.objects.get(name="operator"))
+        """
+    )
+    url = f"postgres://{db['USER']}:{db['PASSWORD']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
+    subprocess.run([sys.executable, "-c", script], check=True, env={**os.environ, "DATABASE_URL": url}, timeout=120)
+    fresh = User.objects.get(pk=user.pk)
+    assert not fresh.has_perm("campaigns.start_run") and tokens.user_role(fresh) is None
+
+
 def test_nothing_is_kept_with_zero_seconds(settings):
     settings.STORAGEOPS_GRANTS_SECONDS = 0
     user = _operator()
@@ -92,3 +119,19 @@ def test_an_api_request_with_a_token_asks_no_role_query_the_second_time():
         assert client.get("/api/v1/campaigns/").status_code == 200
     sql = " ".join(q["sql"] for q in queries)
     assert "auth_group" not in sql and "auth_permission" not in sql, sql
+
+
+def test_a_denied_permission_asks_the_database_nothing_either():
+    """A viewer's run page checks Cancel and Retry, which a viewer lacks: the denial comes from the
+    kept grants too, not from ModelBackend (listed after) reading the same rows again (issue 46)."""
+    viewer = User.objects.create_user("viewer-grants", password="x" * 12)
+    viewer.groups.add(Group.objects.get(name="viewer"))
+    assert not User.objects.get(pk=viewer.pk).has_perm("campaigns.cancel_run")
+    again = User.objects.get(pk=viewer.pk)
+    with CaptureQueriesContext(connection) as queries:
+        assert not again.has_perm("campaigns.cancel_run") and not again.has_perm("campaigns.start_run")
+        assert again.has_perm("campaigns.view_run")
+    assert len(queries) == 0, [q["sql"] for q in queries]
+    # A superuser is still granted everything.
+    boss = User.objects.create_superuser("boss-grants", password="x" * 12)
+    assert boss.has_perm("campaigns.cancel_run")

@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from urllib.parse import quote
 
 import psycopg
 import pytest
@@ -30,7 +31,9 @@ def scratch_database():
         conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
         conn.execute(f'CREATE DATABASE "{name}"')
     port = admin["port"]
-    yield f"postgres://{db['USER']}@{db['HOST']}:{port}/{name}"
+    # The launcher's own PostgreSQL has a password; the CI's shared one trusts loopback.
+    secret = f":{quote(db['PASSWORD'], safe='')}" if db["PASSWORD"] else ""
+    yield f"postgres://{db['USER']}{secret}@{db['HOST']}:{port}/{name}"
     with psycopg.connect(dbname="postgres", autocommit=True, **admin) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 

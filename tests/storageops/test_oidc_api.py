@@ -50,11 +50,8 @@ def test_a_provider_token_acts_with_its_mapped_role_and_follows_the_groups(oidc_
     identity.user.refresh_from_db()
     assert tokens.user_role(identity.user) == "viewer"
     records = ChangeRecord.objects.filter(object_type="auth.user", object_id=identity.user.pk).order_by("pk")
-    assert [r.changes for r in records] == [
-        {"roles": [[], ["operator", "viewer"]]},
-        {"roles": [["operator", "viewer"], ["viewer"]]},
-    ]
-    assert {(r.user_name, r.via) for r in records} == {("Test IAM", "sso")}
+    assert [r.changes["roles"] for r in records] == [[[], ["operator", "viewer"]], [["operator", "viewer"], ["viewer"]]]
+    assert {(r.user_name, r.via) for r in records} == {(f"bearer token from {oidc_provider.issuer}", "sso")}
 
     # Groups that map to nothing: authenticated, but no role (403, not 401).
     nobody = _api(oidc_provider.access_token("nora"))

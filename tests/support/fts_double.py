@@ -22,6 +22,18 @@ the link configuration directly:
   previous value within it. Each decision is an evolution row. A POST /config/links therefore
   takes effect only at the next pass, and the value outlives the run (nothing resets it).
 
+A cancel follows real FTS's timing (seen on FTS 3.14.4: cancel sent 00:28:48, a copy's log
+"Transfer finished successfully" 00:28:49, url-copy processes killed 00:28:52): DELETE marks
+every file at once, SUBMITTED ones CANCELED with their finish time, ACTIVE ones CANCELED with no
+finish time and tx_duration 0; their copies are killed only `kill_delay` seconds later (4 by
+default), and FTS writes their finish time then. A copy that ends between the cancel and its
+kill has written the whole file and is still reported CANCELED: which copies do follows from
+their timing alone (a copy's remaining time against the delay), so a test sets it by the sizes,
+the door's rate and when it cancels. The kill signals the copy (gfal2's cancel); a root:// TPC
+the door runs goes on regardless (FTS has no hold on it either), so the kill's finish time can
+come before the file is whole. `cancelled_at`, `killed_at`, `copy_began` and `copy_ended` (UTC, to the
+microsecond) say what happened when, for the tests to compare with FTS's whole-second times.
+
 Everything it reported is kept in `files` for the tests to compare with; `peaks` and
 `started_under` record what ran under which optimizer value (None: no value yet).
 """
@@ -93,8 +105,8 @@ class FtsDouble:
         audit: bool = True,
         scheduler_interval: float = 0.1,
         optimizer_interval: float | None = 60.0,
-        cancel_finish_delay: float | None = 2.0,
-        late_cancels: int = 0,
+        kill_delay: float | None = 4.0,
+        timeout_grace: float = 60.0,
         default_max_active: int = 130,
         tls: tuple[str, str] | None = None,
         client_ca: str = "",
@@ -103,10 +115,13 @@ class FtsDouble:
         certificates identify X.509 users (their subject becomes the DN).
         optimizer_interval: seconds between optimizer passes, 60 as FTS's OptimizerInterval by
         default (tests that need the steps quickly set 1); a link's range is obeyed only from the
-        next pass. None: no pass runs unless a test calls optimize(). cancel_finish_delay: seconds after a cancel
-        before a file that was copying gets its finish time (None: never). late_cancels: how many
-        copying files a cancel reaches too late, as FTS's does when a copy ends as the signal
-        comes: reported CANCELED, their copies go on to the end and leave the whole file."""
+        next pass. None: no pass runs unless a test calls optimize(). kill_delay: seconds from a
+        cancel to the kill of the copies it marked CANCELED, when they get their finish time (4 s,
+        as observed; None: never killed, and no finish time ever written, as an FTS that never
+        fills it): a copy that ends before its kill is whole on the destination and CANCELED.
+        timeout_grace: as FTS's url-copy, a copy still running `timeout_grace` seconds past the
+        job's timeout is cancelled by a watchdog and fails "TRANSFER [110]" (gfal2 copies have
+        been seen never to return, whatever their own timeout)."""
         self.tls, self.client_ca = tls, client_ca
         self.token = token
         self.config_role = config_role
@@ -114,8 +129,8 @@ class FtsDouble:
         self.audit_enabled = audit
         self.scheduler_interval = scheduler_interval
         self.optimizer_interval = optimizer_interval
-        self.cancel_finish_delay = cancel_finish_delay
-        self.late_cancels = late_cancels
+        self.kill_delay = kill_delay
+        self.timeout_grace = timeout_grace
         self.hostname = socket.getfqdn()
         self.lock = threading.RLock()
         self.jobs: dict[str, dict] = {}
@@ -139,7 +154,13 @@ class FtsDouble:
         # value yet, the scheduler's 10 per pass): what shows whether a limit held.
         self.peaks: dict[tuple[str, str, int | None], int] = {}
         self.started_under: dict[int, int | None] = {}  # file id -> its link's value when it started
-        self._finish_due: dict[int, float] = {}  # cancelled while copying: when FTS fills finish_time
+        self._kill_due: dict[int, float] = {}  # cancelled while copying: when FTS kills it (monotonic)
+        # What happened when (UTC, to the microsecond): the cancel of a copying file, its kill,
+        # and the start and end of each copy's gfal2 call (whatever FTS reported of it).
+        self.cancelled_at: dict[int, datetime] = {}
+        self.copy_began: dict[int, datetime] = {}
+        self.killed_at: dict[int, datetime] = {}
+        self.copy_ended: dict[int, datetime] = {}
         self.submissions = 0
         self.crashes: list[tuple[int, str]] = []  # (file id, traceback) of copy threads that raised
         self._contexts: dict[int, object] = {}
@@ -415,16 +436,13 @@ class FtsDouble:
                 for file_id in self.job_files[job_id]:
                     f = self.files[file_id]
                     if f["file_state"] == "ACTIVE":
-                        # Copying: FTS signals the copy and writes its finish time when it has
-                        # stopped (about 2 s later); until then finish_time is null.
-                        if self.late_cancels > 0:
-                            self.late_cancels -= 1  # the copy is not stopped: it ends whole
-                        elif file_id in self._contexts:
-                            self._contexts[file_id].cancel()
-                        # FTS reports a copy its cancel stopped with tx_duration 0, however long it ran.
+                        # Copying: CANCELED now, killed kill_delay later, when FTS writes its
+                        # finish time; until then finish_time is null. FTS reports a copy its
+                        # cancel stopped with tx_duration 0, however long it ran.
                         f.update(file_state="CANCELED", reason=CANCEL_REASON, finish_time=None, tx_duration=0.0)
-                        if self.cancel_finish_delay is not None:
-                            self._finish_due[file_id] = time.monotonic() + self.cancel_finish_delay
+                        self.cancelled_at[file_id] = now
+                        if self.kill_delay is not None:
+                            self._kill_due[file_id] = time.monotonic() + self.kill_delay
                     elif f["file_state"] == "SUBMITTED":
                         f.update(file_state="CANCELED", reason=CANCEL_REASON, finish_time=_iso(now))
                 job.update(job_state="CANCELED", reason=CANCEL_REASON, job_finished=_iso(now))
@@ -528,7 +546,7 @@ class FtsDouble:
                 last_pass = now
                 self.optimize()
             with self.lock:
-                self._fill_cancel_times(now)
+                self._kill(now)
                 queued = sorted(
                     (f for f in self.files.values() if f["file_state"] == "SUBMITTED"),
                     key=lambda f: (-self.jobs[f["job_id"]]["priority"], f["file_id"]),
@@ -561,19 +579,30 @@ class FtsDouble:
                 for link, count in started.items():
                     self.pass_starts.append((link, count, self.optimizer.get(link)))
 
-    def _fill_cancel_times(self, now: float) -> None:
-        for file_id, due in list(self._finish_due.items()):
-            if now >= due and file_id not in self._contexts:  # the copy has stopped
-                self.files[file_id]["finish_time"] = _iso(_now())
-                del self._finish_due[file_id]
+    def _kill(self, now: float) -> None:
+        """Kill the cancelled copies whose time has come: their finish time is the kill's. A copy
+        still running is signalled (gfal2's cancel, which waits for a root:// TPC to end: from a
+        thread of its own); one that ended before has left the whole file."""
+        for file_id, due in list(self._kill_due.items()):
+            if now < due:
+                continue
+            del self._kill_due[file_id]
+            killed = _now()
+            self.killed_at[file_id] = killed
+            self.files[file_id]["finish_time"] = _iso(killed)
+            ctx = self._contexts.get(file_id)
+            if ctx is not None:
+                threading.Thread(target=ctx.cancel, daemon=True, name="fts-double-kill").start()
 
     def _copy(self, file_id: int, link: tuple[str, str]) -> None:
         with self.lock:
             f = self.files[file_id]
             job = self.jobs[f["job_id"]]
             src, dst = f["source_surl"], f["dest_surl"]
+            self.copy_began[file_id] = _now()
         tick = time.monotonic()
         state, reason, size = "FINISHED", "", 0
+        watchdog = None
         try:
             try:
                 with _CONTEXT_LOCK:
@@ -582,6 +611,7 @@ class FtsDouble:
                     self._contexts[file_id] = ctx
             except gfal2.GError as exc:
                 raise _CopyFailed("TRANSFER", exc.code, f"Could not create the gfal2 context: {exc.message}") from None
+            watchdog = self._watchdog(ctx, job["_timeout"])
             try:
                 size = ctx.stat(src).st_size
             except gfal2.GError as exc:
@@ -603,6 +633,8 @@ class FtsDouble:
             try:
                 ctx.filecopy(params, src, dst)
             except gfal2.GError as exc:
+                if watchdog.expired.is_set():
+                    raise _CopyFailed("TRANSFER", errno.ETIMEDOUT, _clean(exc.message)) from None
                 raise _CopyFailed(_scope(exc.message), exc.code, _clean(exc.message)) from None
         except _CopyFailed as failure:
             state, reason = "FAILED", f"{failure.scope} [{failure.code}] {failure.text}"
@@ -612,8 +644,11 @@ class FtsDouble:
             # forever (stressed run 16). The exception is kept for the test to show.
             state, reason = "FAILED", f"TRANSFER [{errno.EIO}] Transfer process died: {exc!r}"
             self.crashes.append((file_id, traceback.format_exc()))
+        if watchdog is not None:
+            watchdog.cancel()
         duration = time.monotonic() - tick
         with self.lock:
+            self.copy_ended[file_id] = _now()
             self._contexts.pop(file_id, None)
             self.running[link] -= 1
             if f["file_state"] != "ACTIVE":  # cancelled meanwhile: the cancel already wrote the record
@@ -630,6 +665,16 @@ class FtsDouble:
                 finish_time=_iso(_now()),
             )
             self._update_job(job)
+
+    def _watchdog(self, ctx, timeout: int) -> threading.Timer:
+        """url-copy's timeout task: at the transfer's timeout plus a grace (FTS: 60 s) it cancels
+        the gfal2 context, and the copy fails with ETIMEDOUT (UrlCopyProcess::timeout)."""
+        timer = threading.Timer((timeout or 3600) + self.timeout_grace, lambda: (timer.expired.set(), ctx.cancel()))
+        timer.expired = threading.Event()
+        timer.daemon = True
+        timer.name = "fts-double-timeout"
+        timer.start()
+        return timer
 
     def _update_job(self, job: dict) -> None:
         states = [self.files[i]["file_state"] for i in self.job_files[job["job_id"]]]

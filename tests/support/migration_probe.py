@@ -24,6 +24,8 @@ TODAY = {
     "collectors": "0004_host_client_role_and_weight",
     "alerts": "0003_scrub_recorded_webhook_secrets",
     "storageops": "0002_roles",
+    # The FTS app came later (its models were campaigns' then): none of its migrations.
+    "fts": None,
 }
 
 
@@ -37,7 +39,7 @@ def old() -> None:
     others = [key for key in executor.loader.graph.leaf_nodes() if key[0] not in TODAY]
     targets = [*TODAY.items(), *others]
     executor.migrate(targets)
-    apps = executor.loader.project_state(targets).apps
+    apps = executor.loader.project_state([key for key in targets if key[1] is not None]).apps
     get = apps.get_model
     host = get("collectors", "Host").objects.create(name="door1")
     backend = get("campaigns", "Backend").objects.create(name="eos")

@@ -1,5 +1,6 @@
 """A real OpenID Connect provider for the tests: panva's oidc-provider (tests/support/oidc/provider.js)
-in a node process on a free loopback port, started and stopped by pid.
+in a node process on a free loopback port, started and stopped by pid (devsite.sso_provider starts
+the same provider for a person trying sign-on on `make run`).
 
 `scripts/bootstrap.sh test` installs it (npm ci). Its users sign in through its development
 login form (any password); a test changes their groups through its loopback admin endpoint, as a
@@ -11,22 +12,19 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import json
 import re
 import secrets
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import parse_qs, urljoin, urlparse
 
 import requests
 
+from devsite.processes import ManagedProcess
+from devsite.sso_provider import CLIENT_ID, ProviderNotInstalled, start_node_provider
 from storageops.oidc.config import OidcConfig
 from tests.support.ports import free_port
-from tests.support.processes import ROOT, ManagedProcess
 
-PROVIDER_DIR = ROOT / "tests" / "support" / "oidc"
-CLIENT_ID = "storageops"
 CLIENT_SECRET = "storageops-test-secret"
 API_AUDIENCE = "http://storageops.test/api"
 ROLE_MAP = {"viewer": ("/storage",), "operator": ("/storage/ops",), "admin": ("/storage/admins",)}
@@ -104,23 +102,11 @@ class TestProvider:
 def start_provider(
     log_dir: Path, redirect_uri: str, accounts: dict[str, dict], post_logout_uri: str = ""
 ) -> TestProvider:
-    node = shutil.which("node")
-    if node is None or not (PROVIDER_DIR / "node_modules" / "oidc-provider").is_dir():
-        raise RuntimeError("the test OpenID provider is not installed: run scripts/bootstrap.sh test (npm ci)")
     port = free_port()
-    env = {
-        "PATH": "/usr/bin:/bin",
-        "OIDC_PORT": str(port),
-        "OIDC_CLIENT_ID": CLIENT_ID,
-        "OIDC_CLIENT_SECRET": CLIENT_SECRET,
-        "OIDC_REDIRECT_URIS": redirect_uri,
-        "OIDC_POST_LOGOUT_REDIRECT_URIS": post_logout_uri,
-        "OIDC_ACCOUNTS": json.dumps(accounts),
-    }
-    process = ManagedProcess(f"oidc-provider-{port}", [node, "provider.js"], env, log_dir, cwd=PROVIDER_DIR).start()
     try:
-        process.wait_for_log("oidc-provider listening on", timeout=60)
-    except BaseException:
-        process.stop(timeout=5)
-        raise
+        process = start_node_provider(
+            port, CLIENT_SECRET, [redirect_uri], [post_logout_uri] if post_logout_uri else [], accounts, log_dir
+        )
+    except ProviderNotInstalled as exc:
+        raise RuntimeError(f"{exc}; or scripts/bootstrap.sh test") from None
     return TestProvider(process=process, issuer=f"http://127.0.0.1:{port}", redirect_uri=redirect_uri)

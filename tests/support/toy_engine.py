@@ -18,7 +18,7 @@ from campaigns.choices import ErrorCategory
 from campaigns.models import Run
 from campaigns.models.engine_registry import EngineEntry, register_engine, unregister_engine
 from campaigns.runs import store
-from campaigns.runs.engines.base import CopyJob, CopyResult
+from campaigns.runs.engines.copies import CopyJob, CopyResult
 from campaigns.runs.executors.base import Collected
 from campaigns.runs.executors.recording import Recorder
 from campaigns.runs.outages import retrying
@@ -37,9 +37,9 @@ class ToyExecutor:
     batch_size = 64
     min_claim = 1
 
-    def __init__(self, run: Run, *, executor_id: str) -> None:
+    def __init__(self, run: Run, *, lease_holder: str) -> None:
         self.run_id = run.pk
-        self.recorder = Recorder(run.pk, RunSpec.of(run), executor_id)
+        self.recorder = Recorder(run.pk, RunSpec.of(run), lease_holder)
         self.running: dict[int, tuple[CopyJob, float, float]] = {}  # id -> job, started epoch, due (monotonic)
         self.aborted: list[CopyResult] = []  # copies a cancel stopped, returned at the next collect
         self.cancelled = False
@@ -115,8 +115,8 @@ class ToyExecutor:
         return None
 
 
-def build_executor(run: Run, executor_id: str, copier_factory=None) -> ToyExecutor:
-    return ToyExecutor(run, executor_id=executor_id)
+def build_executor(run: Run, lease_holder: str, copier_factory=None) -> ToyExecutor:
+    return ToyExecutor(run, lease_holder=lease_holder)
 
 
 def categorize(code: int | None, message: str) -> str:

@@ -1,4 +1,4 @@
-"""Client pools: one run's copies spread over client hosts (issue 18).
+"""Client pools: one run's copies spread over client hosts.
 
 The run's driver keeps its one loop, its lease and every database write; each client host
 runs `manage.py client --host NAME` (a Celery worker on the queue client.NAME) and, for a run,

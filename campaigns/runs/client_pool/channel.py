@@ -14,6 +14,8 @@ Per drive (a run's driver id, so a resumed drive never reads what an earlier one
 - ``…:c:NAME:state``: what the client reports each beat: copies under way (id, start), those
   held at the gate, its CPU seconds and its interfaces' byte counters.
 - ``…:results``: finished copies from every client, a list the driver drains and records.
+- ``…:epoch``: set by the driver when it joins; found missing, it tells the driver the broker
+  restarted empty (every list, hash and beat above gone with it), and the driver rebuilds.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from django.conf import settings
 from redis.backoff import ExponentialBackoff
 from redis.retry import Retry
 
-from campaigns.runs.engines.base import CopyJob, CopyOptions, CopyResult
+from campaigns.runs.engines.copies import CopyJob, CopyOptions, CopyResult
 
 ALIVE_SECONDS = 5.0  # a client not heard of for this long is lost
 BEAT_SECONDS = 0.5
@@ -62,6 +64,10 @@ class Keys:
     @property
     def results(self) -> str:
         return f"{self.base}:results"
+
+    @property
+    def epoch(self) -> str:
+        return f"{self.base}:epoch"
 
     def jobs(self, client: str) -> str:
         return f"{self.base}:c:{client}:jobs"

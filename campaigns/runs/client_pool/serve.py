@@ -6,7 +6,8 @@ share, pops a job only when a thread is free (so what waits in its list is unsta
 driver may take it back), pushes each result to the driver, and beats: a key that expires
 when it dies, and what it has under way. It stops when the driver says stop, or when the
 driver has not been heard of for DRIVER_SECONDS (its copies are aborted: the next drive
-requeues them).
+requeues them). Each beat also names every job it holds (taken from its list, result not yet
+pushed), so a driver whose broker restarted empty knows which results were lost with it.
 """
 
 from __future__ import annotations
@@ -17,9 +18,10 @@ import os
 import time
 
 from campaigns.models import Run
+from campaigns.runs import storage
 from campaigns.runs.client_pool import channel
-from campaigns.runs.engines.gfal2.copy_threads import CopyThreads
-from campaigns.runs.engines.gfal2.executor import DEADLINE_GRACE, build_copier
+from campaigns.runs.executors.copy_threads import CopyThreads
+from campaigns.runs.executors.deadline import DEADLINE_GRACE
 from campaigns.spec import RunSpec
 from collectors.probes.procfs import net_counters
 
@@ -41,7 +43,7 @@ class ClientServer:
         self.conn = channel.connect()
         run = Run.objects.get(pk=run_id)
         spec = RunSpec.of(run)
-        self.pool = CopyThreads(copier or build_copier(run.snapshot), deadline=spec.timeout + DEADLINE_GRACE)
+        self.pool = CopyThreads(copier or storage.for_run(run.snapshot), deadline=spec.timeout + DEADLINE_GRACE)
         self.share = 0
         self.step: int | None = None
         self.gate = ""
@@ -49,6 +51,7 @@ class ClientServer:
         self.stopping = False
         self.cpu0, self.nic0 = cpu_seconds(), net_counters()
         self.copied = 0
+        self.holding: set[int] = set()  # job ids taken from the list whose result is not yet pushed
         self.last_beat = self.last_deadline = 0.0
         self.driver_seen = time.monotonic()
 
@@ -84,6 +87,7 @@ class ClientServer:
             self.copied += len(got)
             self.conn.rpush(self.keys.results, *[channel.encode_result(r, self.client) for r in got])
             self.conn.expire(self.keys.results, channel.KEY_TTL)
+            self.holding.difference_update(r.job.id for r in got)
 
     def _obey(self, raw: dict[bytes, bytes]) -> None:
         control = channel.decoded(raw)
@@ -114,6 +118,7 @@ class ClientServer:
         if not raw:
             return
         jobs = [channel.decode_job(text) for text in raw]
+        self.holding.update(job.id for job in jobs)
         if any(job.step != self.step for job in jobs):
             # Jobs of a step whose control this round read before the driver wrote it: its share
             # and gate are read again before they start.
@@ -135,6 +140,7 @@ class ClientServer:
             "copying": self.pool.copying(),
             "held": self.pool.ready(),
             "in_flight": json.dumps(self.pool.in_flight()),
+            "holding": json.dumps(sorted(self.holding)),
             "cpu_seconds": round(cpu_seconds() - self.cpu0, 3),
             "nic": json.dumps(nic),
             "copied": self.copied,

@@ -13,6 +13,9 @@ import re
 
 from campaigns.choices import ErrorCategory
 
+# A door's own HTTP refusal: davix passes it on with whatever errno gfal2 picked for the stage
+# (EEXIST for an upload's PUT a token does not allow), so the door's words win over that errno.
+_HTTP_REFUSED = re.compile(r"\bHTTP[^0-9]{0,12}40[13]\b")
 _HTTP_5XX = re.compile(
     r"\bHTTP[^0-9]{0,12}5\d\d\b"
     r"|\b5\d\d (?:Internal|Bad Gateway|Service Unavailable|Gateway Timeout)"
@@ -36,7 +39,10 @@ _RULES: tuple[tuple[re.Pattern[str], str], ...] = (
         ErrorCategory.CHECKSUM_TIMEOUT,
     ),
     (
-        re.compile(r"checksum.{0,60}(do not match|mismatch|differ)|(mismatch|do not match).{0,40}checksum", re.I),
+        # XRootD's own end-to-end check says "[ERROR] CheckSum error" (XrdCl's errCheckSumError).
+        re.compile(
+            r"checksum.{0,60}(do not match|mismatch|differ)|(mismatch|do not match).{0,40}checksum|checksum error", re.I
+        ),
         ErrorCategory.CHECKSUM_MISMATCH,
     ),
     (
@@ -95,6 +101,8 @@ def categorize(code: int | None, message: str) -> str:
         return ErrorCategory.DNS  # before the errno: gfal2 gives EHOSTUNREACH, and curl's text a "connect"
     if _HTTP_5XX.search(text):
         return ErrorCategory.HTTP_5XX
+    if _HTTP_REFUSED.search(text):
+        return ErrorCategory.PERMISSION_DENIED
     if code in _ERRNO and code != errno_codes.ETIMEDOUT:
         return _ERRNO[code]
     for pattern, category in _RULES[2:]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from campaigns.runs.engines.base import CopyJob
+from campaigns.runs.engines.copies import CopyJob
 
 
 class ExecutorFailed(Exception):

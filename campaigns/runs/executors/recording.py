@@ -3,8 +3,8 @@ this worker, or a pool of client hosts) does with the results it holds."""
 
 from __future__ import annotations
 
-from campaigns.runs import store
-from campaigns.runs.engines.base import CopyResult
+from campaigns.runs import storage_faults, store
+from campaigns.runs.engines.copies import CopyResult
 from campaigns.runs.executors.base import Collected
 from campaigns.runs.outages import retrying
 from campaigns.spec import RunSpec
@@ -14,8 +14,8 @@ FLUSH_SECONDS = 0.25
 
 
 class Recorder:
-    def __init__(self, run_id: int, spec: RunSpec, executor_id: str) -> None:
-        self.run_id, self.executor_id = run_id, executor_id
+    def __init__(self, run_id: int, spec: RunSpec, lease_holder: str) -> None:
+        self.run_id, self.lease_holder = run_id, lease_holder
         self.retries, self.retry_delay = spec.retries, spec.retry_delay
         self.pending: list[CopyResult] = []
         self.last_flush = 0.0
@@ -41,7 +41,7 @@ class Recorder:
             self.run_id,
             self.pending,
             self.retries,
-            executor=self.executor_id,
+            executor=self.lease_holder,
             retry_delay=self.retry_delay,
         )
         out.done, out.failed, out.cancelled, out.requeued = (
@@ -50,5 +50,8 @@ class Recorder:
             delta["cancelled"],
             delta["requeued"],
         )
+        # A full disk or a hung door, once per episode on the event log, not a copy error each.
+        if any(not r.ok and r.category in storage_faults.WHAT for r in self.pending):
+            retrying(self.run_id, storage_faults.note_failures, self.run_id, self.pending)
         self.pending = []
         self.last_flush = now

@@ -28,11 +28,22 @@ from django.core.management.base import BaseCommand, CommandError
 
 from campaigns import runs
 from campaigns.runs.versions import xrootd_server_version
-from devsite.demo import DEMO_POOL_CAMPAIGN, register_demo_pool, register_demo_site
-from devsite.processes import PidFile, set_parent_death_signal
+from devsite.demo import (
+    DEMO_AUDIENCE,
+    DEMO_POOL_CAMPAIGN,
+    TOKEN_DOORS,
+    register_demo_pool,
+    register_demo_site,
+    register_token_demo,
+)
+from devsite.processes import PidFile, set_parent_death_signal, take_stop_signals
+from devsite.site_children import beat_argv, client_argv, collector_argv, door_restart, door_watches, worker_argv
 from devsite.supervisor import SELF, Leftovers, Supervisor, port_in_use, port_owner_text
-from devsite.xrootd_server import XRootDServer, free_port
+from devsite.token_issuer import TokenIssuer
+from devsite.xrootd_server import TokenTrust, XRootDServer, free_port, make_test_ca
 from storageops import roles
+from storageops.oidc import config as oidc_config
+from storageops.oidc import discovery
 
 #: Seconds the children get to stop after SIGTERM before their groups are SIGKILLed. Short:
 #: a worker's warm shutdown would wait for a whole run, and runs survive a lost worker.
@@ -59,14 +70,24 @@ class Command(BaseCommand):
         parser.add_argument("--bind", default=os.environ.get("STORAGEOPS_BIND", "127.0.0.1:8000"))
         parser.add_argument("--no-demo", action="store_true", help="Do not start the demo XRootD doors.")
         parser.add_argument(
+            "--token-doors",
+            action="store_true",
+            default=os.environ.get("STORAGEOPS_DEMO_TOKENS", "").lower() in ("1", "on", "true", "yes"),
+            help="Also a test storage-token issuer and three davs doors on it: two checking its tokens "
+            "(xrootd-scitokens-plugins), one accepting any (STORAGEOPS_DEMO_TOKENS=on; needs root).",
+        )
+        parser.add_argument(
             "--exit-with-parent",
             action="store_true",
             help="Stop (as on SIGTERM) when the parent process dies, e.g. `make` killed by SIGKILL.",
         )
 
-    def handle(self, *args, bind: str, no_demo: bool, exit_with_parent: bool, **options) -> None:
+    def handle(self, *args, bind: str, no_demo: bool, exit_with_parent: bool, token_doors: bool, **options) -> None:
         self.stopping: str | None = None
         self.hurry = False
+        self.token_doors = token_doors and not no_demo
+        self.issuer: TokenIssuer | None = None
+        take_stop_signals()
         handlers = {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
         try:
             self._handle(bind, no_demo, exit_with_parent)
@@ -147,9 +168,12 @@ class Command(BaseCommand):
                 campaign = register_demo_site(
                     {s.name: s.root_url_for("/data/demo/") for s in servers},
                     xrootd_version=xrootd_server_version(servers[0].root_url),
-                    watches={s.name: _door_watches(s) for s in servers},
+                    watches={s.name: door_watches(s) for s in servers},
                 )
                 clients = register_demo_pool(campaign)
+            if self.token_doors:
+                token_servers = self._start_token_doors(supervisor)
+                servers += token_servers
             python = sys.executable
             env = dict(os.environ, GFAL_PYTHONBIN="/usr/bin/python3", PYTHONUNBUFFERED="1", PYTHONFAULTHANDLER="1")
             # file:// endpoints of the demo lie in its own var folder, unless the operator names roots.
@@ -177,75 +201,37 @@ class Command(BaseCommand):
                 base,
             )
             self._check_stop()
-            supervisor.start(
-                "worker",
-                [
-                    python,
-                    "-m",
-                    "celery",
-                    "-A",
-                    "storageops",
-                    "worker",
-                    "-Q",
-                    f"{settings.STORAGEOPS_CONTROL_QUEUE},{settings.STORAGEOPS_TRANSFERS_QUEUE}",
-                    "-c",
-                    "2",
-                    "-l",
-                    "info",
-                    "-n",
-                    "runsite@%h",
-                ],
-                env,
-                base,
-            )
+            supervisor.start("worker", worker_argv(), env, base)
             self._check_stop()
-            supervisor.start(
-                "beat",
-                [
-                    python,
-                    "-m",
-                    "celery",
-                    "-A",
-                    "storageops",
-                    "beat",
-                    "-l",
-                    "info",
-                    "-s",
-                    str(settings.VAR_DIR / "celerybeat-schedule"),
-                ],
-                env,
-                base,
-            )
+            supervisor.start("beat", beat_argv(), env, base)
             for server in servers:
                 # A newcomer's first dashboard shows the doors' CPU, network, the daemon's own
                 # CPU and log patterns, and the change log of a restart, as a real site's would.
                 self._check_stop()
-                supervisor.start(
-                    f"collector-{server.name}",
-                    [python, "manage.py", "collector", "--host", server.name, "--loglevel", "warning"],
-                    env,
-                    base,
-                )
+                supervisor.start(f"collector-{server.name}", collector_argv(server.name), env, base)
             for client in clients:
                 # The demo pool's clients: a pooled run from the first page (docs/scale-out.md).
                 self._check_stop()
-                supervisor.start(
-                    f"client-{client}",
-                    [python, "manage.py", "client", "--host", client, "--runs", "2", "--loglevel", "warning"],
-                    env,
-                    base,
-                )
+                supervisor.start(f"client-{client}", client_argv(client), env, base)
             if not no_demo and not campaign.runs.exists():
                 run = runs.start_run(campaign, by=runs.command_starter("runsite"), trigger="demo")
                 self._say(f"Demo run #{run.pk} of {campaign.name} queued.")
             self._say(
                 f"\nStorageOps is up: http://{bind}/  (log in as admin / {password})\n"
-                f"Health: http://{bind}/healthz    Ctrl-C stops everything.\n",
+                f"Health: http://{bind}/healthz    Ctrl-C stops everything.",
                 self.style.SUCCESS,
             )
+            for line, warn in sign_on_lines(bind):
+                self._say(line, self.style.WARNING if warn else None)
+            self._say("")
             for server in servers:
                 # Its pid, to try what a door's death does (docs/operations.md): it comes back.
-                self._say(f"  demo door {server.name}: {server.root_url_for('/data/demo/')} (xrootd pid {server.pid})")
+                url = server.davs_url_for("/data/tokens/") if server.name in TOKEN_DOORS else server.root_url_for(
+                    "/data/demo/")  # fmt: skip
+                self._say(f"  demo door {server.name}: {url} (xrootd pid {server.pid})")
+            if self.issuer is not None:
+                self._say(f"  demo token issuer: {self.issuer.url} (Admin → Token issuers; the readiness grid "
+                          "checks its doors with tokens, anytoken's wrong tokens are let through: red)")  # fmt: skip
             if clients:
                 self._say(f"  demo pool: clients {', '.join(clients)}; start campaign {DEMO_POOL_CAMPAIGN} to try it")
             # A child that dies is restarted with back-off and the others carry on (say() tells
@@ -258,6 +244,8 @@ class Command(BaseCommand):
             seconds = supervisor.stop_all(grace=STOP_GRACE, hurry=lambda: self.hurry)
             for server in servers:
                 server.stop()  # stopped already with the others; forgets it
+            if self.issuer is not None:
+                self.issuer.stop()
             self._say(f"Stopped in {seconds:.1f} s.")
             # Nothing is left to clean up: spare the interpreter's final collection of every
             # object Django, Celery and the migrations created (seconds on a busy machine).
@@ -287,20 +275,45 @@ class Command(BaseCommand):
                 name=name, data_dir=root / name / "data", port=free_port(), workdir=root / name / "run"
             )
             server.start()
-            supervisor.watch(name, server.process, restart=_door_restart(server))
+            supervisor.watch(name, server.process, restart=door_restart(server))
             servers.append(server)
         return servers
 
+    def _start_token_doors(self, supervisor: Supervisor) -> list[XRootDServer]:
+        """The token issuer (in this process) and its doors: two trusting it, one without the
+        plugin, all registered with their endpoints on the issuer (devsite.demo)."""
+        root = Path(settings.VAR_DIR) / "demo"
+        ca = make_test_ca(root / "ca")
+        self.issuer = TokenIssuer(ca).start()
+        trust = TokenTrust(self.issuer.url, DEMO_AUDIENCE, ca.ca_cert, base_path="/data")
+        servers = []
+        for name in TOKEN_DOORS:
+            self._check_stop()
+            server = XRootDServer(
+                name=name, data_dir=root / name / "data", port=free_port(), workdir=root / name / "run", https=ca,
+                tokens=trust if name != "anytoken" else None,
+            )  # fmt: skip
+            server.start()
+            supervisor.watch(name, server.process, restart=door_restart(server))
+            servers.append(server)
+        urls = {s.name: s.davs_url_for("/data/tokens/") for s in servers}
+        watches = {s.name: door_watches(s) for s in servers}
+        register_token_demo(self.issuer, urls, str(ca.ca_dir), str(ca.ca_cert), watches)
+        return servers
 
-def _door_restart(server: XRootDServer):
-    """Start a dead door again on its port with its config: a new daemon, whose pid file the
-    door's collector watches, so the change log shows the restart as a real site's would."""
 
-    def restart():
-        server.start()
-        return server.process
-
-    return restart
+def sign_on_lines(bind: str) -> list[tuple[str, bool]]:
+    """Whether sign-on is on, with which provider, and whether it answers: (line, is a warning)."""
+    cfg = discovery.config()
+    lines = [(oidc_config.summary(cfg), False)]
+    if cfg is None:
+        return lines
+    lines.append((f"  redirect URI to register at the provider: http://{bind}/oidc/callback/", False))
+    try:
+        discovery.metadata(cfg, fresh=True)
+    except discovery.ProviderUnavailable as exc:
+        lines.append((f"  the provider does not answer now, so signing in through it fails: {exc}", True))
+    return lines
 
 
 def demo_file_root() -> Path:
@@ -313,12 +326,3 @@ def demo_file_root() -> Path:
 def _control_socket(path: Path) -> list[str]:
     """gunicorn's control socket at ``path``; none where the path is too long for a unix socket."""
     return ["--control-socket", str(path)] if len(str(path)) <= 107 else ["--no-control-socket"]
-
-
-def _door_watches(server: XRootDServer) -> dict:
-    """What a demo door's collector watches: its config, its daemon, its log."""
-    return {
-        "watched_files": [str(server.config_path)],
-        "watched_services": [{"name": "xrootd", "pidfile": str(server.xrootd_pidfile)}],
-        "log_files": [{"path": str(server.log_path)}],
-    }

@@ -163,3 +163,48 @@ def test_a_measurement_start_inside_a_bucket_counts_the_part_after_it(run):
     assert step1["measured_bytes"] == round(expected) and step1["window_seconds"] == 1.5
     live = bucketed.tables(run)["steps"][1]
     assert live["throughput_bps"] == pytest.approx(expected / 1.5) == step1["throughput_bps"]
+
+
+def test_a_cancelled_run_s_figures_stop_at_the_cancel_and_its_cancelled_copies_count_as_not_succeeded(run):
+    """Cancel at 12.5 s. Step 1's window (10 s to 15 s) stops there: 10-14 s moved 62.5 MB before
+    it, 11-15 s 37.5 MB, 100 MB over 2.5 s; a copy cancelled at 14 s after running 12-14 s counts as
+    started and not succeeded. Step 0 ended before the cancel and is as it was. The live reading
+    (the time buckets) says the same."""
+    from campaigns.models import buckets
+    from campaigns.results import bucketed
+
+    _transfer(run, 6, 1, 12, 2, 100_000_000, state="cancelled", category="cancelled")
+    Run.objects.filter(pk=run.pk).update(cancel_requested_at=T0 + timedelta(seconds=12.5))
+    run.refresh_from_db()
+    buckets.rebuild(run.pk)
+    summary = analysis.run_summary(run)
+    step0, step1 = summary["steps"]
+    assert step0["throughput_bps"] == pytest.approx(200e6 / 10) and "until_cancel" not in step0
+    assert step1["until_cancel"] == run.cancel_requested_at.isoformat()
+    assert step1["window_seconds"] == 2.5 and step1["bytes_before_cancel"] == 100_000_000
+    assert step1["throughput_bps"] == pytest.approx(100e6 / 2.5)
+    assert step1["bytes"] == 200_000_000 and step1["files_ok"] == 2  # what the step copied, whole
+    assert (step1["files_failed"], step1["files_cancelled"]) == (1, 1)
+    assert step1["success_rate"] == pytest.approx(2 / 4)
+    # In flight over 10-12.5 s: 1, then 2 from 11 s, 4 from 12 s (the failure, the cancelled one).
+    assert step1["achieved_mean"] == pytest.approx((2.5 + 1.5 + 0.5 + 0.5) / 2.5, abs=1e-3)
+    total = summary["total"]
+    assert total["success_rate"] == pytest.approx(4 / 6) and total["files_cancelled"] == 1
+    assert total["window_seconds"] == 12.5 and total["throughput_bps"] == pytest.approx(300e6 / 12.5)
+    live = {row["step"]: row for row in bucketed.tables(run)["steps"]}
+    assert live[1]["until_cancel"] == step1["until_cancel"] and live[1]["window_seconds"] == 2.5
+    assert live[1]["throughput_bps"] == pytest.approx(100e6 / 2.5)
+    assert live[1]["success_rate"] == pytest.approx(2 / 4)
+    assert live[1]["achieved_mean"] == pytest.approx(step1["achieved_mean"], abs=1e-3)
+    assert live[0]["throughput_bps"] == pytest.approx(200e6 / 10)
+
+
+def test_a_steps_concurrency_is_its_step_rows_not_the_plans_by_index(run):
+    """The step row is the one source of what a step ran with: a plan that says otherwise (an
+    older release's snapshot, a step skipped) is not shown as the step."""
+    _transfer(run, 100, 0, 0, 5, 1000)
+    _transfer(run, 101, 1, 10, 5, 1000)
+    run.snapshot["parameters"]["concurrency_steps"] = [3, 6]  # the plan, read by index, would say 3 and 6
+    run.save(update_fields=["snapshot"])
+    steps = analysis.run_summary(run)["steps"]
+    assert [(s["step"], s["concurrency"]) for s in steps] == [(0, 1), (1, 2)]

@@ -35,7 +35,7 @@ from tests.support.processes import PYTHON, ROOT, ManagedProcess
 from tests.support.sparse import has_tmpfs, sparse_sources, tmpfs_dir
 from tests.support.workers import child_env
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.mark.serial]
 
 SIZE = 64 * 1024 * 1024
 # A third of a core checksums 64 MiB files at ~200 MB/s: 2.5 s a request at concurrency 8, and a

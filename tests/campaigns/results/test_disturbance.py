@@ -94,8 +94,9 @@ def stored_with_disturbance(run: Run) -> Run:
     return run
 
 
-def banner(client, run: Run) -> str:
-    page = client.get(run.get_absolute_url()).content.decode()
+def banner(client, run: Run, url: str | None = None) -> str:
+    """The banner's text on the run page, or on another page of it (its report)."""
+    page = client.get(url or run.get_absolute_url()).content.decode()
     note = page[page.index('id="disturbed-note"') : page.index("</div>", page.index('id="disturbed-note"'))]
     return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", note))
 
@@ -129,6 +130,8 @@ def test_the_banner_says_what_was_left_out_and_what_remains(run, client, viewer,
         f"{units.human_rate(1.5e9 / remaining_seconds)}, success 100.0 %."
     ) in text, text
     assert "–" not in text and "Nothing remains" not in text
+    # The report says the same, from the same partial.
+    assert banner(client, run, f"/api/v1/runs/{run.pk}/report.html") == text
 
 
 @pytest.mark.django_db(transaction=True)
@@ -156,3 +159,4 @@ def test_a_short_run_inside_the_window_leaves_nothing_and_says_so(client, viewer
     ) in text, text
     assert "Nothing remains: the window around the event covers the whole run." in text, text
     assert "–" not in text
+    assert banner(client, run, f"/api/v1/runs/{run.pk}/report.html") == text

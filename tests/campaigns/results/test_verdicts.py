@@ -114,10 +114,13 @@ def test_a_resource_full_while_throughput_still_doubles_is_near_its_limit_not_th
     assert verdicts.kind(verdict) == ("still_rising", "near_limit")
     assert "Bottleneck" not in verdict["headline"], verdict["headline"]
     assert verdict["headline"].endswith(
-        "Near its limit: CPU (all cores) on door-a at 100% (100 % of all cores) at concurrency 4, the last step; "
+        "Near its limit: CPU (all cores) on door-a at 100 % (100 % of all cores) at concurrency 4, the last step; "
         "a step beyond it must tell whether it holds the curve back."
     ), verdict["headline"]
     assert verdicts.rows(verdict)["knee"] == "not reached (still rising at ×4, 24.1 MB/s)"
+    assert verdicts.rows(verdict)["capacity"].startswith(
+        "24.1 MB/s per door at the last step (×4; the knee not reached: a door can do more); "
+    ), verdicts.rows(verdict)
 
 
 def test_a_resource_full_before_the_knee_is_said_with_the_rise_after_it(door):
@@ -126,8 +129,8 @@ def test_a_resource_full_before_the_knee_is_said_with_the_rise_after_it(door):
     verdict = verdicts.run_verdict(run, summary, T0 + timedelta(seconds=40))
     assert verdict["status"] == "levelled" and verdict["bottleneck"] is None
     assert (
-        "Near its limit, not yet the limit: CPU (all cores) on door-a at 92% (92 % of all cores) at concurrency 2, "
-        "while throughput still rose 94% to concurrency 8." in verdict["headline"]
+        "Near its limit, not yet the limit: CPU (all cores) on door-a at 92 % (92 % of all cores) at concurrency 2, "
+        "while throughput still rose 94 % to concurrency 8." in verdict["headline"]
     ), verdict["headline"]
 
 
@@ -170,7 +173,7 @@ def test_overload_errors_are_named_when_no_resource_saturated(door):
     _samples(door, 0, "cpu.percent", [20])
     verdict = verdicts.run_verdict(run, summary, T0 + timedelta(seconds=30))
     assert verdict["overload_errors"] == {"step": 0, "concurrency": 2, "rate": pytest.approx(0.08)}
-    assert "checksum timeouts" in verdict["headline"] and "From concurrency 2, 8.0%" in verdict["headline"]
+    assert "checksum timeouts" in verdict["headline"] and "From concurrency 2, 8.0 %" in verdict["headline"]
 
 
 def _with_target_rate(run: Run, bps: int | None) -> Run:
@@ -195,7 +198,7 @@ def test_capacity_projection_from_the_knee(door, settings):
     settings.STORAGEOPS_TARGET_RATE_BPS = 0
     run = _with_target_rate(run, None)
     cap = verdicts.run_verdict(run, summary, T0 + timedelta(seconds=30))["capacity"]
-    assert cap["doors_needed"] is None and "No target rate" in cap["note"]
+    assert cap["doors_needed"] is None and "no target rate set" in cap["note"]
 
 
 def test_a_sweep_still_rising_projects_a_bound_not_a_count(door, settings):
@@ -237,6 +240,47 @@ def test_a_daemon_under_a_cgroup_cpu_quota_is_judged_against_its_quota(door):
     b = verdicts.run_verdict(run, summary, T0 + timedelta(seconds=20))["bottleneck"]
     assert (b["resource"], b["label"], b["concurrency"]) == ("daemon_cpu", "xrootd", 1)
     assert b["value"] == pytest.approx(0.99) and b["detail"] == "33 % of 0.333 core(s) (its cgroup's CPU quota)"
+
+
+def _quota_held(door: Host, percents: list[float], quota: float = 0.1) -> None:
+    for step, percent in enumerate(percents):
+        _samples(door, step, "proc.cpu_percent", [percent, percent], "xrootd")
+        _samples(door, step, "proc.cpus_allowed", [quota, quota], "xrootd")
+        _samples(door, step, "proc.cpu_quota_cores", [quota, quota], "xrootd")
+        _samples(door, step, "cpu.percent", [20, 20])
+
+
+def test_a_curve_creeping_up_while_its_door_stays_at_its_quota_is_held_there(door):
+    """Seen on door2 held to a tenth of a core: 6.19, 11.5, 11.2, 13.8 MB/s at 1, 2, 4, 8, the
+    quota full from 2 on. It read "still rising, near its limit": 20 % more for four times the
+    copies is the quota giving a little more as its work batches up, and the knee is at 2."""
+    run, summary = _run(door, [1, 2, 4, 8], [6.19e6, 11.5e6, 11.2e6, 13.8e6])
+    _quota_held(door, [6.0, 9.6, 9.7, 9.8])
+    verdict = verdicts.run_verdict(run, summary, T0 + timedelta(seconds=40))
+    assert verdict["status"] == "levelled" and verdict["knee"]["concurrency"] == 2, verdict["headline"]
+    b = verdict["bottleneck"]
+    assert (b["resource"], b["label"], b["concurrency"]) == ("daemon_cpu", "xrootd", 2), verdict["headline"]
+    assert "its cgroup's CPU quota" in b["detail"]
+    assert verdict["held"]["to"] == 8 and verdict["held"]["rose"] == pytest.approx(0.2, abs=0.001)
+    said = verdict["headline"]
+    assert "Still rising" not in said and "Near its limit" not in said, said
+    assert "throughput rose only 20 % more to concurrency 8: the limit, not a rise." in said, said
+    assert verdicts.rows(verdict)["knee"].startswith("concurrency 2"), verdicts.rows(verdict)
+
+
+def test_a_curve_that_rises_in_proportion_or_whose_resource_empties_is_not_held(door):
+    # Full at every step but doubling: not the limit (the reading is wrong or not binding).
+    run, summary = _run(door, [1, 2, 4], [6.2e6, 12.5e6, 24.1e6])
+    _quota_held(door, [9.9, 9.9, 9.9])
+    verdict = verdicts.run_verdict(run, summary, T0 + timedelta(seconds=30))
+    assert verdict["status"] == "still_rising" and verdict["held"] is None and verdict["bottleneck"] is None
+
+
+def test_a_curve_whose_resource_is_full_at_one_step_only_is_not_held(door):
+    run, summary = _run(door, [1, 2, 4, 8], [6.19e6, 11.5e6, 11.2e6, 13.8e6])
+    _quota_held(door, [6.0, 9.6, 5.0, 9.8])
+    verdict = verdicts.run_verdict(run, summary, T0 + timedelta(seconds=40))
+    assert verdict["status"] == "still_rising" and verdict["held"] is None
 
 
 def test_the_sample_that_began_before_a_step_is_not_counted_in_it(door):
@@ -359,7 +403,7 @@ def test_a_door_at_its_configured_data_rate_is_named_by_its_rate_not_its_cpu(doo
     b = verdict["bottleneck"]
     assert (b["resource"], b["label"], b["concurrency"]) == ("rate", "xrootd", 2), verdict["headline"]
     assert verdict["headline"].endswith(
-        "Bottleneck: data-rate limit of xrootd on door-a at 96% (7.7 MB/s through xrootd against the 8 MB/s its "
+        "Bottleneck: data-rate limit of xrootd on door-a at 96 % (7.7 MB/s through xrootd against the 8 MB/s its "
         "door2.cfg allows) from concurrency 2."
     ), verdict["headline"]
 
@@ -377,9 +421,26 @@ def test_a_slow_source_is_named_as_the_other_side(door):
     assert verdict["bottleneck"] is None and verdicts.kind(verdict) == ("levelled", "far_side")
     assert (
         "Nothing saturated on the destination doors at the knee: the limit is elsewhere, on the source side: "
-        "data-rate limit of xrootd on door-src at 99% (4.0 MB/s through xrootd against the 4 MB/s its door1.cfg "
+        "data-rate limit of xrootd on door-src at 99 % (4.0 MB/s through xrootd against the 4 MB/s its door1.cfg "
         "allows) from concurrency 1." in verdict["headline"]
     ), verdict["headline"]
+
+
+def test_a_source_full_only_past_the_knee_is_not_the_limit(door):
+    """A free known-cause run: level from x1 (192, 157, 167, 202 MB/s), door1's cores full at x8
+    only; it once read "the limit is elsewhere, on the source side ... from concurrency 8"."""
+    source = Host.objects.create(name="door-src", sample_interval=1)
+    src = endpoint("v-src", "mock://src.test/data/")
+    src.hosts.set([source])
+    run, summary = _run(door, [1, 2, 4, 8], [192e6, 157e6, 167e6, 202e6])
+    for step in range(4):
+        _samples(door, step, "cpu.percent", [40, 40])
+        _samples(source, step, "proc.io_bps", [1e6, 1e6], "xrootd")
+        _samples(source, step, "door.rate_limit_bps", [4e6 if step < 3 else 1.05e6] * 2, "door1.cfg")
+    verdict = verdicts.run_verdict(run, summary, T0 + timedelta(seconds=40))
+    assert verdict["status"] == "levelled" and verdict["knee"]["concurrency"] == 1
+    assert verdicts.kind(verdict) == ("levelled", "elsewhere"), verdict["headline"]
+    assert "source side" not in verdict["headline"]
 
 
 def test_a_full_host_beside_a_door_held_by_its_own_quota_is_not_the_hosts_cpu(door):

@@ -16,7 +16,7 @@ from django.core.exceptions import ValidationError
 
 from campaigns import runs
 from campaigns.choices import RunState
-from campaigns.models import Run, Transfer
+from campaigns.models import Run, Transfer, campaign_rules
 from campaigns.runs.engines.gfal2 import modes
 from campaigns.runs.lifecycle import RunDriver
 from tests.campaigns.runs.test_real_transfers import check_destinations
@@ -54,26 +54,28 @@ def test_a_reported_mode_other_than_asked_is_a_mismatch():
     assert modes.mode_mismatch("push", "") is None  # a plugin that reports nothing (mock)
 
 
+def _judged(obj) -> dict[str, str]:
+    """A saved campaign against its saved endpoints, as a run's start checks it."""
+    return campaign_rules.errors(obj, campaign_rules.Relations.saved(obj))
+
+
 @pytest.mark.django_db
-def test_the_model_refuses_a_saved_campaign_asking_a_mode_its_doors_cannot_give():
+def test_a_saved_campaign_asking_a_mode_its_doors_cannot_give_is_refused_and_never_started():
     obj = campaign("root-push", [endpoint("ra", ROOT_A)], [endpoint("rb", ROOT_B)], tpc_mode="push")
-    with pytest.raises(ValidationError) as refused:
-        obj.full_clean()
-    assert "root:// to root:// in push mode" in refused.value.message_dict["tpc_mode"][0]
+    assert "root:// to root:// in push mode" in _judged(obj)["tpc_mode"]
+    with pytest.raises(ValidationError, match="root:// to root:// in push mode"):
+        runs.create_run(obj, trigger="command")
     obj.tpc_mode, obj.sweep = "pull", {"tpc_mode": ["pull", "push"]}
     obj.step_files = 10
-    with pytest.raises(ValidationError) as swept:
-        obj.full_clean()
-    assert "in push mode" in swept.value.message_dict["tpc_mode"][0]
+    assert "in push mode" in _judged(obj)["tpc_mode"]
     obj.sweep = {"tpc_mode": ["pull", "streamed"]}
-    obj.full_clean()
+    assert _judged(obj) == {}
     # Reverse copies run from the destinations to the sources: the check follows them.
     davs = endpoint("da", "davs://a.test/d/")
     mixed = campaign("mixed", [davs], [endpoint("rc", ROOT_B)], tpc_mode="streamed", direction="reverse")
-    mixed.full_clean()
+    assert _judged(mixed) == {}
     mixed.tpc_mode = "pull"
-    with pytest.raises(ValidationError, match="root:// to http"):
-        mixed.full_clean()
+    assert "root:// to http" in _judged(mixed)["tpc_mode"]
 
 
 @pytest.mark.django_db
@@ -125,7 +127,7 @@ def test_an_api_patch_of_endpoints_and_mode_together_is_judged_on_the_new_endpoi
 def test_an_fts_campaign_asking_a_copy_mode_is_refused_at_creation_with_the_reason(admin_user, mode, said):
     """FTS runs its own copies: streamed is not one of them, and a job has no field for pull or
     push (its transfers record no mode), so only auto is honoured."""
-    from campaigns.models import FtsInstance
+    from campaigns.runs.engines.fts.models import FtsInstance
 
     fts = FtsInstance.objects.create(name="modes-fts", url="https://fts.example.org:8446")
     body = {"name": f"fts-{mode}", "sources": [endpoint("fs", "davs://a.test/d/").pk],

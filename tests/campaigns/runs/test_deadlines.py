@@ -17,8 +17,8 @@ from django.urls import reverse
 from campaigns import runs
 from campaigns.choices import ErrorCategory, RunState, TransferState
 from campaigns.models import Run, Transfer
-from campaigns.runs.engines.base import CopyJob, CopyResult
-from campaigns.runs.engines.gfal2.copy_threads import GIVE_UP, CopyThreads
+from campaigns.runs.engines.copies import CopyJob, CopyResult
+from campaigns.runs.executors.copy_threads import GIVE_UP, CopyThreads
 from campaigns.runs.lifecycle import RunDriver
 from collectors.models import Event
 from tests.support.factories import campaign, endpoint, mock_campaign

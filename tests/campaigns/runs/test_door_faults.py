@@ -22,8 +22,8 @@ from campaigns import runs
 from campaigns.choices import RunState, TransferState
 from campaigns.models import Run, Transfer
 from campaigns.results.readers import retry_chain
-from campaigns.runs.engines.gfal2.copy_threads import GIVE_UP
-from campaigns.runs.engines.gfal2.executor import DEADLINE_GRACE
+from campaigns.runs.executors.copy_threads import GIVE_UP
+from campaigns.runs.executors.deadline import DEADLINE_GRACE
 from collectors.choices import EventKind
 from collectors.models import Event
 from devsite.xrootd_server import XRootDServer

@@ -161,7 +161,7 @@ def test_a_run_is_resumed_from_its_rows_after_its_driver_vanished(settings):
     campaign = mock_campaign(file_count=40, concurrency_steps=[4])
     run = runs.create_run(campaign, trigger="command")
     # Drive a first time but stop after planning, as if the worker was killed right there.
-    first = RunDriver(run.pk, executor="dead-worker")
+    first = RunDriver(run.pk, lease_holder="dead-worker")
     first.copier = first.copier_factory(run.snapshot)
     assert runs.acquire_lease(run.pk, "dead-worker")
     first._prepare(Run.objects.get(pk=run.pk))

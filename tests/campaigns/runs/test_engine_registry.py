@@ -8,13 +8,16 @@ check the registry's own rules and the source of the project.
 from __future__ import annotations
 
 import ast
+from importlib import import_module
 from pathlib import Path
 
 import pytest
+from django.apps import apps
 from django.core.exceptions import ValidationError
 
-from campaigns.models import FtsInstance, engine_registry
+from campaigns.models import engine_registry
 from campaigns.models.engine_rules import client_pool_error
+from campaigns.runs.engines.fts.models import FtsInstance
 from campaigns.runs.starting import check_runnable
 from tests.support.api import api
 from tests.support.factories import mock_campaign
@@ -22,9 +25,13 @@ from tests.support.toy_engine import ENTRY as TOY
 from tests.support.toy_engine import toy_engine_registered
 
 ROOT = Path(__file__).resolve().parents[3]
-ENGINE_NAMES = {"gfal2", "fts"}
-# Where engine names may be compared: the registry and each engine's own package.
-ENGINE_PLACES = ("campaigns/models/engine_registry.py", "campaigns/runs/engines/gfal2/", "campaigns/runs/engines/fts/")
+ENGINES_ROOT = "campaigns/runs/engines/"
+# The engines' apps, in INSTALLED_APPS order (the order the forms offer them): each registers
+# its engine module when ready.
+ENGINE_APPS = [c.name for c in apps.get_app_configs() if c.name.startswith("campaigns.runs.engines.")]
+ENGINE_MODULES = tuple(f"{name}.engine" for name in ENGINE_APPS)
+# The shipped engines' names: a new engine's package joins them through the registry alone.
+ENGINE_NAMES = frozenset(import_module(module).NAME for module in ENGINE_MODULES)
 # Engine names that are not a choice between engines, with the reason.
 ALLOWED = {
     ("campaigns/runs/versions.py", "gfal2"): "the gfal2 library's version, recorded for every run",
@@ -55,11 +62,18 @@ def engine_choices_in(path: Path, root: Path = ROOT) -> list[str]:
     return found
 
 
+def _engine_place(relative: str) -> bool:
+    """Where engine names may be compared: the registry and each engine's own package."""
+    return relative == "campaigns/models/engine_registry.py" or (
+        relative.startswith(ENGINES_ROOT) and "/" in relative.removeprefix(ENGINES_ROOT)
+    )
+
+
 def test_no_engine_is_chosen_by_name_outside_the_registry_and_its_own_package():
     found = []
     for path in sorted((ROOT / "campaigns").rglob("*.py")):
         relative = path.relative_to(ROOT).as_posix()
-        if "/migrations/" in relative or relative.startswith(ENGINE_PLACES):
+        if "/migrations/" in relative or _engine_place(relative):
             continue
         found += [f for f in engine_choices_in(path) if (relative, f.rpartition(": ")[2]) not in ALLOWED]
     for path in sorted((ROOT / "templates").rglob("*.html")):
@@ -77,7 +91,9 @@ def test_the_engine_check_sees_a_comparison(tmp_path):
 
 
 def test_the_shipped_engines_are_registered_when_the_app_is_ready():
-    assert [(e.name, e.label) for e in engine_registry.registered()] == [("gfal2", "gfal2"), ("fts", "FTS3")]
+    # In the order INSTALLED_APPS names their apps (the order the forms offer them).
+    assert list(engine_registry.registered()) == [import_module(module).ENTRY for module in ENGINE_MODULES]
+    assert {"gfal2", "fts"} <= ENGINE_NAMES
     assert engine_registry.drive_task("gfal2") == "campaigns.drive_run"
     assert engine_registry.drive_task("fts") == "campaigns.drive_fts_run"
     # A run of an engine this deployment no longer has goes to the default task, which fails it.
@@ -141,15 +157,17 @@ def test_a_client_pool_is_refused_for_an_engine_that_copies_on_its_own_nodes():
 def test_every_engine_maps_its_errors_onto_the_shared_categories():
     with toy_engine_registered():
         mapped = {e.name: e.categorize(125, "Transfer canceled by the user") for e in engine_registry.registered()}
-    assert mapped == {"gfal2": "cancelled", "fts": "cancelled", "toy": "cancelled"}
+    assert mapped == dict.fromkeys([*ENGINE_NAMES, "toy"], "cancelled")
 
 
 @pytest.mark.django_db
 def test_the_api_takes_engine_options_and_names_them_to_a_client_sending_the_old_fields(admin_user):
     client = api(admin_user, "admin")
-    source = mock_campaign("api-src").sources.get()
+    made_for = mock_campaign("api-src")
+    source, destination = made_for.sources.get(), made_for.destinations.get()
     instance = FtsInstance.objects.create(name="api-fts", url="https://fts.example.org:8446")
-    body = {"name": "api-fts", "sources": [source.pk], "engine": "fts", "tpc_mode": "auto"}
+    body = {"name": "api-fts", "sources": [source.pk], "destinations": [destination.pk], "engine": "fts",
+            "tpc_mode": "auto"}  # fmt: skip
 
     old = client.post("/api/v1/campaigns/", {**body, "fts_instance": instance.pk, "fts_priority": 4}, format="json")
     assert old.status_code == 400, old.content

@@ -24,6 +24,7 @@ from campaigns.runs.engines.errors import categorize
         (28, "No space left on device", "no_space"),
         (13, "Permission denied", "permission_denied"),
         (None, "HTTP 403 : Permission refused", "permission_denied"),
+        (17, "Copy failed (streamed). Last attempt: HTTP 403 : Permission refused  (destination)", "permission_denied"),
         (2, "SOURCE [2] Failed to stat file (No such file or directory)", "not_found"),
         (17, "DESTINATION [17] Destination file exists and overwrite is not enabled", "file_exists"),
         (125, "Transfer canceled", "cancelled"),
@@ -50,7 +51,7 @@ def test_categorize(code, message, category):
 def test_gfal2_copy_to_a_host_that_does_not_resolve_is_a_dns_failure(tmp_path, scheme):
     """The real gfal2 (its root:// and http plugins) against a name under .invalid, which no
     resolver answers (RFC 6761): the category comes from what gfal2 really says."""
-    from campaigns.runs.engines.base import CopyJob, CopyOptions
+    from campaigns.runs.engines.copies import CopyJob, CopyOptions
     from campaigns.runs.engines.gfal2.client import Gfal2Copier
 
     source = tmp_path / "one"

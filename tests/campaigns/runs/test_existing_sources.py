@@ -15,10 +15,14 @@ from django.core.exceptions import ValidationError
 
 from campaigns.choices import RunState
 from campaigns.models import Campaign, Run, Transfer
+from campaigns.runs.engines.gfal2.client import CopyOptions, Gfal2Copier
+from campaigns.runs.existing_sources import list_existing
 from campaigns.runs.lifecycle import RunDriver
+from campaigns.runs.sources import PreparationFailed
 from campaigns.runs.starting import create_run
 from storageops.validators import parse_url_list
 from tests.support.factories import campaign, endpoint
+from tests.support.silent_servers import silent_tcp_server
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -132,6 +136,39 @@ def test_existing_data_that_cannot_be_read_fails_the_run_at_preparation_with_the
     empty.refresh_from_db()
     assert empty.state == RunState.FAILED and "No file in 'empty-folder'" in empty.stop_reason, empty.stop_reason
     assert not Transfer.objects.filter(run__in=[missing, empty]).exists()
+
+
+class FirstListingsHang:
+    """The run's real gfal2 storage, whose first `hangs` listings go to a door that accepts and
+    never answers (gfal2 once left a healthy door's listing unanswered for the whole deadline)."""
+
+    def __init__(self, storage: Gfal2Copier, silent_port: int, hangs: int) -> None:
+        self.storage, self.silent, self.hangs, self.asked = storage, f"root://127.0.0.1:{silent_port}//data/", hangs, 0
+
+    def list_files(self, url: str):
+        self.asked += 1
+        return self.storage.list_files(self.silent if self.asked <= self.hangs else url)
+
+    def __getattr__(self, name: str):
+        return getattr(self.storage, name)
+
+
+@pytest.mark.parametrize("hangs", [1, 2])
+def test_a_listing_left_unanswered_is_asked_once_more_then_fails_with_the_reason(xrootd_pair, hangs, caplog):
+    door1, door2 = xrootd_pair
+    put_dataset(door1, f"hung-{hangs}")
+    run = create_run(existing(door1, door2, f"hung-{hangs}", timeout=3), trigger="command")
+    storage = FirstListingsHang(Gfal2Copier(CopyOptions(timeout=3)), 0, hangs)
+    with silent_tcp_server() as silent, caplog.at_level("WARNING", logger="campaigns.runs.existing_sources"):
+        storage.silent = f"root://127.0.0.1:{silent.port}//data/"
+        if hangs == 1:
+            listing = list_existing(run.snapshot, storage)
+            assert sorted(Path(e["url"]).name for e in listing) == [f"file-{i:02d}.dat" for i in range(len(SIZES))]
+        else:
+            with pytest.raises(PreparationFailed, match=r"could not be listed: .*no answer within StorageOps' 3 s"):
+                list_existing(run.snapshot, storage)
+    assert storage.asked == 2
+    assert "no answer within StorageOps' 3 s deadline" in caplog.text and "asking once more" in caplog.text
 
 
 def test_existing_data_settings_are_checked_with_clear_errors(xrootd_pair, settings):

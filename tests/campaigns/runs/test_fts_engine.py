@@ -20,8 +20,10 @@ from django.db import connection
 
 from campaigns import runs
 from campaigns.choices import RunState
-from campaigns.models import FtsInstance, FtsLinkLimit, Run, RunStep, Transfer
+from campaigns.models import Run, RunStep, Transfer
 from campaigns.runs.engines.fts.client import parse_time
+from campaigns.runs.engines.fts.models import FtsInstance, FtsLinkLimit
+from campaigns.runs.engines.fts.store import with_ids
 from campaigns.runs.lifecycle import RunDriver
 from campaigns.runs.planning import source_path
 from campaigns.spec import RunSpec
@@ -85,7 +87,7 @@ def test_run_of_60_files_matches_what_fts_reported(xrootd_pair, fts, client, vie
     run.refresh_from_db()
     assert (run.files_done, run.files_failed, run.files_skipped) == (count - 1, 1, 0)
 
-    transfers = list(Transfer.objects.filter(run=run).order_by("index"))
+    transfers = list(with_ids(Transfer.objects).filter(run=run).order_by("index"))
     reported = {f["file_id"]: f for f in fts.files.values()}
     assert len(reported) == count and {t.fts_file_id for t in transfers} == set(reported)
     state = {"FINISHED": "succeeded", "FAILED": "failed"}
@@ -164,11 +166,18 @@ def run_in_thread(run_id: int) -> tuple[threading.Thread, dict]:
     return thread, result
 
 
-def _step_file_active(fts: FtsDouble, run: Run, step: int) -> bool:
-    """FTS is copying a file of the run's step `step` (0-based) right now."""
-    jobs = set(Transfer.objects.filter(run=run, step=step).exclude(fts_job_id="").values_list("fts_job_id", flat=True))
+def _step_file_active(fts: FtsDouble, run: Run, step: int, waiting: int = 0) -> bool:
+    """FTS is copying a file of the run's step `step` (0-based) right now, with at least
+    ``waiting`` more of the step's files submitted and not yet started."""
+    jobs = set(
+        with_ids(Transfer.objects)
+        .filter(run=run, step=step)
+        .exclude(fts_job_id="")
+        .values_list("fts_job_id", flat=True)
+    )
     with fts.lock:
-        return any(f["file_state"] == "ACTIVE" and f["job_id"] in jobs for f in fts.files.values())
+        states = [f["file_state"] for f in fts.files.values() if f["job_id"] in jobs]
+    return "ACTIVE" in states and states.count("SUBMITTED") >= waiting
 
 
 def test_cancel_deletes_the_jobs_and_restores_the_link_set_per_step(xrootd_pair, fts):
@@ -179,16 +188,17 @@ def test_cancel_deletes_the_jobs_and_restores_the_link_set_per_step(xrootd_pair,
     obj = campaign(
         "fts-cancel", [src], [dst], engine="fts", engine_options={"instance": instance(fts, files_per_job=5).pk},
         file_count=count,
-        file_size=size, checksum_mode="both", concurrency_steps=[1, 2], step_files=8,
+        file_size=size, checksum_mode="both", concurrency_steps=[1, 2], step_files=16,
     )  # fmt: skip
     write_sources(door1, "/data/fts2/", obj.source_path, count, size)
     run = runs.create_run(obj, trigger="command")
     thread, result = run_in_thread(run.pk)
     deadline = time.monotonic() + 60
-    # Cancel early in the second step, once FTS has started one of its files: a file FTS had
-    # not started when its job was deleted is recorded skipped, not cancelled (a busy machine
-    # once had the whole step still SUBMITTED when the cancel arrived).
-    while not _step_file_active(fts, run, step=1):
+    # Cancel early in the second step, once FTS has started one of its files and has several
+    # more waiting: a file FTS had not started when its job was deleted is recorded skipped, not
+    # cancelled. A busy machine once had the whole step still SUBMITTED when the cancel arrived,
+    # and once (8 files a step) every file started before the cancel reached FTS.
+    while not _step_file_active(fts, run, step=1, waiting=4):
         assert time.monotonic() < deadline, ("step 2 not under way in 60 s", result, list(fts.files.values())[:3])
         time.sleep(0.05)
     assert RunStep.objects.filter(run=run, index=1).exists()
@@ -198,22 +208,36 @@ def test_cancel_deletes_the_jobs_and_restores_the_link_set_per_step(xrootd_pair,
     run.refresh_from_db()
     assert run.state == RunState.CANCELLED
     # Every job the run had in FTS was deleted there, and its files' states were recorded.
-    run_jobs = set(Transfer.objects.filter(run=run).exclude(fts_job_id="").values_list("fts_job_id", flat=True))
+    run_jobs = set(
+        with_ids(Transfer.objects).filter(run=run).exclude(fts_job_id="").values_list("fts_job_id", flat=True)
+    )
     assert run_jobs and all(fts.jobs[j]["job_state"] in ("CANCELED", "FINISHED") for j in run_jobs)
     assert any(fts.jobs[j]["job_state"] == "CANCELED" for j in run_jobs)
-    in_fts_cancelled = Transfer.objects.filter(run=run, state="cancelled").exclude(fts_job_id="")
-    assert in_fts_cancelled.exists()
-    for t in in_fts_cancelled:
+    # The files FTS cancelled after starting them: a copy that ended whole before FTS's kill (4 s
+    # after the cancel) is a finished copy that says FTS recorded it CANCELED; the others are cancelled.
+    started = with_ids(Transfer.objects).filter(run=run, started_at__isnull=False).exclude(fts_job_id="")
+    stopped = [t for t in started if fts.files[t.fts_file_id]["file_state"] == "CANCELED"]
+    assert stopped
+    for t in stopped:
         f = fts.files[t.fts_file_id]
-        assert f["file_state"] == "CANCELED" and f["reason"] == "Job canceled by the user"
-        assert t.error_message.startswith(f["reason"])  # and says so when the file ended whole
-        assert t.error_category == "cancelled"
-        # FTS's finish time, also for a file cancelled while copying (FTS writes it ~2 s later);
-        # a file FTS never started has no duration.
-        assert t.finished_at == parse_time(f["finish_time"]) is not None
-        assert t.started_at is not None or t.duration is None
+        assert f["reason"] == "Job canceled by the user"
+        if t.state == "succeeded":
+            assert t.complete_on_destination and t.error_message.startswith(f"FTS recorded it CANCELED ({f['reason']})")
+            assert t.bytes_transferred == size and t.finished_at <= parse_time(f["finish_time"])
+        else:
+            assert (
+                t.state == "cancelled" and t.error_message.startswith(f["reason"]) and t.error_category == "cancelled"
+            )
+            # FTS's finish time, also for a file cancelled while copying (FTS writes it at its kill).
+            assert t.finished_at == parse_time(f["finish_time"]) is not None
+    # A file FTS never started: skipped, no duration, FTS's finish time.
+    never = with_ids(Transfer.objects).filter(run=run, started_at__isnull=True, fts_file_id__isnull=False)
+    assert never.exists()
+    for t in never:
+        f = fts.files[t.fts_file_id]
+        assert t.state == "skipped" and t.duration is None and t.finished_at == parse_time(f["finish_time"])
     assert run.files_done + run.files_failed + run.files_cancelled + run.files_skipped == count
-    assert not Transfer.objects.filter(run=run, state__in=["queued", "active"]).exists()
+    assert not with_ids(Transfer.objects).filter(run=run, state__in=["queued", "active"]).exists()
     # Pinned per step (1, then 2), then the link config StorageOps made is gone: FTS is as it was.
     name = f"storageops-run{run.pk}-0"
     assert [(p["min_active"], p["max_active"]) for p in fts.link_posts if p["symbolicname"] == name] == [(1, 1), (2, 2)]
@@ -268,7 +292,7 @@ def test_a_worker_on_the_control_queue_alone_drives_an_fts_run(xrootd_pair, fts,
     # Without link management StorageOps itself kept at most 4 files in FTS at once.
     assert max(n for (*link, _), n in fts.peaks.items() if tuple(link) == LINK) <= 4
     assert not fts.link_posts
-    for t in Transfer.objects.filter(run=run):
+    for t in with_ids(Transfer.objects).filter(run=run):
         expected = f"{adler32(door1.local_path(url_path(t.source))):08x}"
         assert fts.files[t.fts_file_id]["checksum"] == f"adler32:{expected}" == f"adler32:{t.destination_checksum}"
         assert adler32(door2.local_path(url_path(t.destination))) == int(expected, 16)
@@ -331,7 +355,7 @@ def test_a_resumed_driver_takes_over_the_jobs_already_in_fts(xrootd_pair, fts):
     # one poll: 2 + 1; one at a time on a busy machine: 1 + 1 + 1), not on the rule.
     later = [files for jid, files in fts.job_files.items() if jid != job_id]
     assert sorted(len(f) for f in later) in ([1, 2], [1, 1, 1]) and fts.submissions == 1 + len(later)
-    assert Transfer.objects.filter(run=run, fts_job_id=job_id).count() == 5
+    assert with_ids(Transfer.objects).filter(run=run, fts_job_id=job_id).count() == 5
     assert all(f["file_state"] == "FINISHED" for f in fts.files.values()) and len(fts.files) == 8
 
 

@@ -19,9 +19,12 @@ from django.db import connection
 
 from campaigns import runs
 from campaigns.choices import RunState, TransferState
-from campaigns.models import FtsInstance, Run, RunStep, Transfer
+from campaigns.models import Run, RunStep, Transfer
 from campaigns.runs.engines.fts import executor as fts_executor
+from campaigns.runs.engines.fts import landed
 from campaigns.runs.engines.fts.client import FtsClient, FtsSettings, parse_time
+from campaigns.runs.engines.fts.models import FtsInstance
+from campaigns.runs.engines.fts.store import with_ids
 from campaigns.runs.lifecycle import RunDriver
 from collectors.models import Event
 from tests.support.factories import mock_campaign
@@ -125,7 +128,7 @@ def test_a_sweep_on_a_new_link_holds_each_steps_concurrency_anyway():
     assert double.peaks[(*LINK, None)] <= 1
     assert {value for (_, _, value) in double.peaks} == {None, 1, 2, 4}
     assert all(count <= value for (_, _, value), count in double.peaks.items() if value is not None)
-    rows = list(Transfer.objects.filter(run=run).order_by("started_at", "pk"))
+    rows = list(with_ids(Transfer.objects).filter(run=run).order_by("started_at", "pk"))
     for t in rows:
         under = double.started_under[t.fts_file_id]
         assert (under is None and t.step == 0) or (under is not None and under <= target[t.step]), (t.step, under)
@@ -152,14 +155,14 @@ def test_a_second_run_starts_under_the_value_the_first_left_and_still_holds_its_
         result: list = []
         thread = threading.Thread(target=drive, args=(second.pk, result), daemon=True)
         thread.start()
-        wait_for(lambda: Transfer.objects.filter(run=second).exclude(fts_job_id="").exists())
+        wait_for(lambda: with_ids(Transfer.objects).filter(run=second).exclude(fts_job_id="").exists())
         wait_for(lambda: any(f["start_time"] for f in double.files.values() if f["file_metadata"]["run"] == second.pk))
         double.optimizer_interval = 1.0
         thread.join(90)
         assert result == [RunState.SUCCEEDED]
     finally:
         double.stop()
-    rows = list(Transfer.objects.filter(run=second).order_by("started_at", "pk"))
+    rows = list(with_ids(Transfer.objects).filter(run=second).order_by("started_at", "pk"))
     target = dict(RunStep.objects.filter(run=second).values_list("index", "concurrency"))
     # FTS's value was still 4 when the step of 1 began...
     assert double.started_under[rows[0].fts_file_id] == 4 and rows[0].step == 0
@@ -184,35 +187,44 @@ def cancelled_run(double: FtsDouble) -> Run:
     return run
 
 
-def test_files_cancelled_while_copying_get_the_finish_time_fts_gives_them_later():
-    double = FtsDouble(optimizer_interval=1.0, token=TOKEN, cancel_finish_delay=1.5).start()
+def not_whole(monkeypatch) -> None:
+    """gfal2's mock plugin answers a stat and a checksum for any URL, so a cancelled copy would be
+    found whole on its mock destination: here none is (tests/campaigns/runs/test_fts_cancel.py
+    checks real destinations)."""
+    monkeypatch.setattr(landed, "examine", lambda *args, **kwargs: landed.Found(False))
+
+
+def test_files_cancelled_while_copying_get_the_finish_time_fts_gives_them_later(monkeypatch):
+    not_whole(monkeypatch)
+    double = FtsDouble(optimizer_interval=1.0, token=TOKEN, kill_delay=1.5).start()
     try:
         run = cancelled_run(double)
     finally:
         double.stop()
-    rows = list(Transfer.objects.filter(run=run, state=TransferState.CANCELLED).exclude(fts_job_id=""))
+    rows = list(with_ids(Transfer.objects).filter(run=run, state=TransferState.CANCELLED).exclude(fts_job_id=""))
     copying = [t for t in rows if t.started_at]
     assert len(copying) == 2
     for t in copying:
         f = double.files[t.fts_file_id]
         assert t.finished_at == parse_time(f["finish_time"]) and t.finished_at >= t.started_at
-        # FTS's reason; a root:// TPC its cancel did not stop says it ended whole on the destination.
+        # FTS's reason first, then the cancel and the copy's own times in their order.
         assert f["reason"] == "Job canceled by the user" and t.error_message.startswith(f["reason"])
         assert t.duration == (t.finished_at - t.started_at).total_seconds()  # FTS says 0 for it
     # The files FTS held but had not started: skipped, never started, no duration.
-    never = list(Transfer.objects.filter(run=run, state=TransferState.SKIPPED).exclude(fts_job_id=""))
+    never = list(with_ids(Transfer.objects).filter(run=run, state=TransferState.SKIPPED).exclude(fts_job_id=""))
     assert never and all(t.duration is None and t.started_at is None and t.finished_at for t in never)
 
 
 def test_a_cancelled_file_fts_never_gives_a_finish_time_is_closed_when_seen_with_a_note(monkeypatch):
     monkeypatch.setattr(fts_executor, "CANCEL_FINISH_WAIT", 1.0)
-    double = FtsDouble(optimizer_interval=1.0, token=TOKEN, cancel_finish_delay=None).start()
+    not_whole(monkeypatch)
+    double = FtsDouble(optimizer_interval=1.0, token=TOKEN, kill_delay=None).start()
     try:
         before = time.time()
         run = cancelled_run(double)
     finally:
         double.stop()
-    copying = list(Transfer.objects.filter(run=run, state=TransferState.CANCELLED, started_at__isnull=False))
+    copying = list(with_ids(Transfer.objects).filter(run=run, state=TransferState.CANCELLED, started_at__isnull=False))
     assert len(copying) == 2
     for t in copying:
         assert double.files[t.fts_file_id]["finish_time"] is None

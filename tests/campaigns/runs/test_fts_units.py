@@ -7,10 +7,10 @@ from django.core.exceptions import ValidationError
 from django.db.models import ProtectedError
 
 from campaigns import runs
-from campaigns.models import FtsInstance
-from campaigns.runs.engines.base import CopyJob
+from campaigns.runs.engines.copies import CopyJob
 from campaigns.runs.engines.fts.client import JobOptions, active_starts, file_outcome, job_body, storage_element
 from campaigns.runs.engines.fts.errors import categorize_fts, parse_fts_reason
+from campaigns.runs.engines.fts.models import FtsInstance
 from campaigns.runs.engines.fts.options import FtsOptions
 from campaigns.spec import RunSpec
 from tests.support.factories import campaign, endpoint
@@ -129,7 +129,8 @@ def test_a_run_frozen_before_engine_options_keeps_its_fts_options():
 
 
 def test_fts_runs_go_to_the_control_queue(settings):
-    from campaigns.tasks import drive_fts_run, drive_run
+    from campaigns.runs.engines.fts.tasks import drive_fts_run
+    from campaigns.tasks import drive_run
 
     routes = settings.CELERY_TASK_ROUTES
     assert drive_fts_run.name not in routes and settings.CELERY_TASK_DEFAULT_QUEUE == settings.STORAGEOPS_CONTROL_QUEUE
@@ -146,3 +147,30 @@ def test_files_fts_is_copying_are_known_with_ftss_own_start_time():
     started, other = active_starts(files)
     assert started == {7: 1795400045.0}
     assert other == {8, 9}
+
+
+def test_the_doubles_url_copy_watchdog_cancels_a_copy_past_its_timeout_and_grace():
+    """As url-copy's timeout task: a copy still running at timeout + grace has its gfal2 context
+    cancelled (the copy then fails ETIMEDOUT); one that ended before is left alone."""
+    import threading
+    import time
+
+    from tests.support.fts_double import FtsDouble
+
+    class Context:
+        def __init__(self) -> None:
+            self.cancelled = threading.Event()
+
+        def cancel(self) -> None:
+            self.cancelled.set()
+
+    double = FtsDouble(timeout_grace=0.2)
+    hung, ended = Context(), Context()
+    started = time.monotonic()
+    late = double._watchdog(hung, 1)
+    early = double._watchdog(ended, 1)
+    early.cancel()  # the copy returned first
+    assert hung.cancelled.wait(5) and late.expired.is_set()
+    assert time.monotonic() - started >= 1.2
+    time.sleep(0.3)
+    assert not ended.cancelled.is_set() and not early.expired.is_set()

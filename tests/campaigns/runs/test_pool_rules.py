@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from campaigns.models import FtsInstance
 from campaigns.runs import planning
 from campaigns.runs.client_pool.shares import split
+from campaigns.runs.engines.fts.models import FtsInstance
 from campaigns.spec import ClientSpec, RunSpec
 from collectors.models import Host
 from tests.support.api import api
@@ -48,11 +48,12 @@ def test_the_snapshot_freezes_the_pool_and_its_weights():
 @pytest.mark.django_db
 def test_the_api_refuses_a_pool_of_doors_or_under_fts_naming_the_field(admin_user):
     client = api(admin_user, "admin")
-    source = mock_campaign("pool-api").sources.get()
+    made_for = mock_campaign("pool-api")
+    source, destination = made_for.sources.get(), made_for.destinations.get()
     door = Host.objects.create(name="door7", role="door")
     worker_node = Host.objects.create(name="wn7", role="client")
     fts = FtsInstance.objects.create(name="fts-a", url="https://fts.example.org:8446")
-    body = {"name": "pooled-api", "sources": [source.pk], "concurrency_steps": [2]}
+    body = {"name": "pooled-api", "sources": [source.pk], "destinations": [destination.pk], "concurrency_steps": [2]}
 
     refused = client.post("/api/v1/campaigns/", {**body, "clients": [door.pk]}, format="json")
     assert refused.status_code == 400 and "door7" in str(refused.json()["error"]["fields"]["clients"]), refused.content

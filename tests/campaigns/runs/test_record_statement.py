@@ -10,7 +10,7 @@ import pytest
 from campaigns import runs
 from campaigns.models import Transfer
 from campaigns.runs import store
-from campaigns.runs.engines.base import CopyResult
+from campaigns.runs.engines.copies import CopyResult
 from campaigns.runs.planning import PlannedTransfer
 from tests.support.factories import mock_campaign
 

@@ -196,3 +196,45 @@ def test_a_retry_copies_the_sources_its_chain_created_and_uploads_none(monkeypat
     retry = drive(runs.retry_failed(first, trigger="command"))
     assert uploads == [first.pk]
     assert set(Transfer.objects.filter(run=retry).values_list("source_checksum", flat=True)) == {"0badcafe"}
+
+
+def test_retry_failed_leaves_out_files_whole_on_their_destination_and_files_never_needed(client, operator):
+    """A copy recorded cancelled yet found whole on its destination (as records made before such
+    copies were recorded finished say), and a file a completed time-bounded sweep never needed
+    (skipped "not needed", counted in the summary): neither is copied again, and the run page's
+    button counts exactly what the retry copies."""
+    from django.db.models import F
+    from django.urls import reverse
+
+    from campaigns.runs.outcome import NOT_NEEDED_REASON
+    from campaigns.runs.retrying_failed import retry_indices
+
+    run = drive(runs.create_run(half_failing_campaign("left-out", file_count=12, file_size=1000), trigger="command"))
+    assert list(Transfer.objects.filter(run=run, state="failed").values_list("index", flat=True)) == [1, 3, 5, 7, 9, 11]
+    Transfer.objects.filter(run=run, index=1).update(state="cancelled", complete_on_destination=True)
+    Transfer.objects.filter(run=run, index=3).update(state="cancelled", complete_on_destination=False)
+    Transfer.objects.filter(run=run, index=5).update(state="skipped", error_message=NOT_NEEDED_REASON)
+    Run.objects.filter(pk=run.pk).update(
+        files_failed=F("files_failed") - 3, files_cancelled=2, files_skipped=1, summary={**run.summary, "not_needed": 1}
+    )
+    run.refresh_from_db()
+    assert retry_indices(run) == [3, 7, 9, 11]
+    assert runs.retryable_count(run) == 4
+    client.force_login(operator)
+    html = client.get(reverse("campaigns:run_detail", args=[run.pk])).content.decode()
+    assert "Retry failed (4)" in html
+    retry = runs.retry_failed(run, trigger="command")
+    assert retry.snapshot["retry"]["indices"] == [3, 7, 9, 11] and retry.planned_files == 4
+
+    # Nothing left but files whole there or never needed: nothing to retry, and no button.
+    other = drive(runs.create_run(half_failing_campaign("none-left", file_count=4, file_size=1000), trigger="command"))
+    Transfer.objects.filter(run=other, index=1).update(state="cancelled", complete_on_destination=True)
+    Transfer.objects.filter(run=other, index=3).update(state="skipped", error_message=NOT_NEEDED_REASON)
+    Run.objects.filter(pk=other.pk).update(
+        files_failed=0, files_cancelled=1, files_skipped=1, summary={**other.summary, "not_needed": 1}
+    )
+    other.refresh_from_db()
+    assert retry_indices(other) == [] and runs.retryable_count(other) == 0
+    assert "Retry failed (" not in client.get(reverse("campaigns:run_detail", args=[other.pk])).content.decode()
+    with pytest.raises(ValidationError, match="whole on their destination or were never needed"):
+        runs.retry_failed(other, trigger="command")

@@ -36,7 +36,7 @@ def sweep(xrootd_pair, name: str, **fields):
         door1.write_local(f"/data/{name}/src/{SIZE}/src-{number:07d}", data)
     obj = campaign(
         name, [src], [dst], file_count=files, file_size=SIZE, source_file_count=16, source_path="src",
-        checksum_mode="none", concurrency_steps=STEPS, **fields,
+        checksum_mode="none", **{"concurrency_steps": STEPS, **fields},
     )  # fmt: skip
     run = runs.create_run(obj, trigger="command")
     RunDriver(run.pk).drive()  # the state is asserted by the caller
@@ -44,18 +44,18 @@ def sweep(xrootd_pair, name: str, **fields):
     return run
 
 
-def assert_steps_held(run) -> None:
+def assert_steps_held(run, steps: list[int] = STEPS) -> None:
     spans: dict[int, list[tuple[float, float]]] = {}
     for step, started, finished in Transfer.objects.filter(run=run, state="succeeded").values_list(
         "step", "started_at", "finished_at"
     ):
         spans.setdefault(step, []).append((started.timestamp(), finished.timestamp()))
-    assert sorted(spans) == [0, 1, 2, 3]
+    assert sorted(spans) == list(range(len(steps)))
     # No copy of one step runs while another step's copies are in flight.
     windows = [(min(s for s, _ in spans[k]), max(e for _, e in spans[k])) for k in sorted(spans)]
     for (_, end), (start, _) in itertools.pairwise(windows):
         assert end <= start, f"steps overlap: one ends at {end}, the next began at {start}"
-    for step, target in enumerate(STEPS):
+    for step, target in enumerate(steps):
         mean, peak = in_flight(spans[step])
         print(f"step {step}: target {target}, achieved mean {mean:.2f}, max {peak}, {len(spans[step])} copies")
         assert peak <= target, (step, peak)
@@ -63,21 +63,19 @@ def assert_steps_held(run) -> None:
     # The step table shows the same, read from the same rows, and flags nothing.
     table = readers.steps(run)
     assert [(s["concurrency"], s["achieved_max"] <= s["concurrency"], s["off_target"]) for s in table] == [
-        (c, True, False) for c in STEPS
+        (c, True, False) for c in steps
     ]
-    assert [s.concurrency for s in RunStep.objects.filter(run=run).order_by("index")] == STEPS
+    assert [s.concurrency for s in RunStep.objects.filter(run=run).order_by("index")] == steps
 
 
 def test_file_bounded_steps_run_at_their_concurrency(xrootd_pair):
-    run = sweep(xrootd_pair, "steps-files", file_count=4 * 32, step_files=32)
+    # 32 files a step keep the last round's drain within the 10 %; a step at 1 holds its target
+    # by construction and costs 80 s of copies here: the time-bounded sweep below has one.
+    steps = STEPS[1:]
+    run = sweep(xrootd_pair, "steps-files", file_count=len(steps) * 32, step_files=32, concurrency_steps=steps)
     assert run.state == RunState.SUCCEEDED, run.stop_reason
-    assert list(Transfer.objects.filter(run=run).values_list("step", flat=True).order_by("step").distinct()) == [
-        0,
-        1,
-        2,
-        3,
-    ]
-    assert_steps_held(run)
+    assert sorted(set(Transfer.objects.filter(run=run).values_list("step", flat=True))) == [0, 1, 2]
+    assert_steps_held(run, steps)
 
 
 def test_time_bounded_steps_run_at_their_concurrency(xrootd_pair):

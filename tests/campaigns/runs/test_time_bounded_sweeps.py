@@ -1,4 +1,4 @@
-"""How a sweep of time-bounded steps ends, through the real driver on gfal2's mock plugin.
+"""How a sweep of time-bounded (or file-bounded) steps ends, through the real driver on gfal2's mock plugin.
 
 Sites ran sweeps of 25 s steps over a pool of 200 files and saw every one end "partial" with the
 stop reason "concurrency sweep completed": a sweep that did what it was asked, in the colour of a
@@ -92,3 +92,15 @@ def test_a_file_bounded_step_the_pool_could_not_fill_makes_the_run_partial_and_s
     # Files enough for every step: succeeded.
     full = drive(mock_campaign("full", file_count=12, dst_query="time=0", concurrency_steps=[1, 2, 4], step_files=4))
     assert full.state == RunState.SUCCEEDED and full.stop_reason == "concurrency sweep completed", full.stop_reason
+
+
+def test_a_file_bounded_sweep_of_a_larger_file_count_succeeds_its_unused_files_not_needed():
+    """The same for steps of step_files: a sweep 1, 2 of 3 files a step over a campaign of 10 took
+    6; a real FTS sweep of 120 files with 24 a step read "partial (concurrency sweep completed)"."""
+    run = drive(
+        mock_campaign("files-surplus", file_count=10, dst_query="time=0", concurrency_steps=[1, 2], step_files=3)
+    )
+    assert run.stop_reason == "concurrency sweep completed"
+    assert (run.files_done, run.files_failed, run.files_skipped) == (6, 0, 4)
+    assert run.state == RunState.SUCCEEDED and run.summary["not_needed"] == 4
+    assert skipped_messages(run) == {NOT_NEEDED_REASON}

@@ -11,14 +11,14 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from urllib.parse import quote, urlsplit
 
 import requests
 
-from campaigns.runs.engines.base import CopyJob
+from campaigns.runs.engines.copies import CopyJob
 from campaigns.runs.engines.fts.errors import categorize_fts
 
 log = logging.getLogger(__name__)
@@ -127,10 +127,17 @@ class JobOptions:
         )
 
 
-def job_body(files: Sequence[CopyJob], options: JobOptions, metadata: dict) -> dict:
+def job_body(
+    files: Sequence[CopyJob], options: JobOptions, metadata: dict, token_for: Callable[[str], str] | None = None
+) -> dict:
     """One bulk job: a file entry per transfer, its metadata naming campaign, run, step and
-    transfer so every file FTS reports can be matched to its record without guessing."""
+    transfer so every file FTS reports can be matched to its record without guessing.
+
+    `token_for(url)` gives the run's storage token of a URL's endpoint (campaigns.runs.tokens):
+    FTS's token submission fields, per file, as FTS 3.13+ takes them, marked unmanaged (StorageOps
+    renews them for the jobs it submits later; FTS does not exchange or refresh them)."""
     entries = []
+    tokened = False
     for job in files:
         entry = {
             "sources": [job.source],
@@ -138,6 +145,10 @@ def job_body(files: Sequence[CopyJob], options: JobOptions, metadata: dict) -> d
             "filesize": job.size,
             "metadata": {**metadata, "step": job.step, "transfer": job.id, "index": job.index},
         }
+        for field, url in (("source_tokens", job.source), ("destination_tokens", job.destination)):
+            if token := (token_for(url) if token_for else ""):
+                entry[field] = [token]
+                tokened = True
         if job.checksum and options.verify_checksum != "none":
             # The generated data's known checksum: FTS checks the side(s) verify_checksum says.
             entry["checksum"] = f"{options.checksum_algorithm}:{job.checksum}"
@@ -156,6 +167,8 @@ def job_body(files: Sequence[CopyJob], options: JobOptions, metadata: dict) -> d
     }
     if options.buffer_size:
         params["buffer_size"] = options.buffer_size
+    if tokened:
+        params["unmanaged_tokens"] = True
     return {"files": entries, "params": params}
 
 

@@ -4,11 +4,12 @@ StorageOps submits, polls and records (docs/fts.md)."""
 from __future__ import annotations
 
 from campaigns import choices
-from campaigns.models import Campaign, FtsInstance, Run
+from campaigns.models import Campaign, Run
 from campaigns.models.engine_registry import EngineEntry, register_engine
 from campaigns.runs.engines.fts.errors import categorize_fts
 from campaigns.runs.engines.fts.executor import FtsExecutor, build_client
-from campaigns.runs.engines.fts.options import FtsOptionsForm
+from campaigns.runs.engines.fts.models import FtsInstance
+from campaigns.runs.engines.fts.options import FtsOptions, FtsOptionsForm
 from campaigns.runs.engines.fts.snapshot import fts_snapshot
 
 NAME = "fts"
@@ -20,7 +21,7 @@ def categorize(code: int | None, message: str) -> str:
     return categorize_fts(message)[0]
 
 
-def build_executor(run: Run, executor_id: str, copier_factory=None) -> FtsExecutor:
+def build_executor(run: Run, lease_holder: str, copier_factory=None) -> FtsExecutor:
     storage = None
     if copier_factory is not None:
         made: list = []
@@ -30,7 +31,8 @@ def build_executor(run: Run, executor_id: str, copier_factory=None) -> FtsExecut
                 made.append(copier_factory(run.snapshot))
             return made[0]
 
-    return FtsExecutor(run, build_client(run.snapshot), executor_id=executor_id, storage=storage)
+    options = FtsOptions.of(run.snapshot)
+    return FtsExecutor(run, build_client(options), lease_holder=lease_holder, storage=storage, fts_options=options)
 
 
 def campaign_errors(campaign: Campaign) -> dict[str, str]:
@@ -81,6 +83,8 @@ ENTRY = register_engine(
         snapshot_extras=snapshot_extras,
         categorize=categorize,
         client_pool=False,
-        results_template="campaigns/partials/run_fts.html",
+        results_template="fts/run.html",
+        # Campaign fields of their own until migration campaigns 0016 moved them into engine_options.
+        retired_fields=(("fts_instance", "instance"), ("fts_priority", "priority"), ("fts_strict_copy", "strict_copy")),
     )
 )

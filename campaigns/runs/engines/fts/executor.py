@@ -19,8 +19,8 @@ from datetime import UTC, datetime
 
 from django.utils import timezone
 
-from campaigns.models import FtsInstance, Run
-from campaigns.runs.engines.base import CopyJob
+from campaigns.models import Run
+from campaigns.runs.engines.copies import CopyJob, TokenSource
 from campaigns.runs.engines.fts import landed
 from campaigns.runs.engines.fts import links as fts_links
 from campaigns.runs.engines.fts import store as fts_store
@@ -35,6 +35,7 @@ from campaigns.runs.engines.fts.client import (
     file_outcome,
     job_body,
 )
+from campaigns.runs.engines.fts.models import FtsInstance
 from campaigns.runs.engines.fts.options import FtsOptions
 from campaigns.runs.engines.fts.snapshot import FtsSpec
 from campaigns.runs.executors.base import Collected, ExecutorFailed
@@ -45,14 +46,14 @@ log = logging.getLogger(__name__)
 TICK_SECONDS = 0.2
 STOPPING_POLL_SECONDS = 1.0
 # A file cancelled while copying comes back CANCELED with no finish time, which FTS writes once
-# the copy has stopped (about 2 s later): its job is polled this long for it at most.
+# the copy has stopped (about 4 s later): its job is polled this long for it at most.
 CANCEL_FINISH_WAIT = 10.0
 NO_FINISH_NOTE = " (FTS gave no finish time within {:.0f} s: finished_at is when StorageOps saw it cancelled)"
 
 
-def build_client(snapshot: dict) -> FtsClient:
+def build_client(options: FtsOptions) -> FtsClient:
     """Credentials are read from the database now, never from the snapshot."""
-    instance = FtsInstance.objects.get(pk=FtsOptions.of(snapshot).instance_id)
+    instance = FtsInstance.objects.get(pk=options.instance_id)
     return FtsClient(FtsSettings.from_instance(instance))
 
 
@@ -66,7 +67,10 @@ class _Job:
 class FtsExecutor:
     min_claim = 1
 
-    def __init__(self, run: Run, client: FtsClient, *, executor_id: str, storage: Callable | None = None) -> None:
+    def __init__(
+        self, run: Run, client: FtsClient, *, lease_holder: str, storage: Callable | None = None,
+        fts_options: FtsOptions | None = None,
+    ) -> None:  # fmt: skip
         """storage: returns the gfal2 copier the driver uses for sources and clean-up (built on
         first use); cancelled copies are checked on their destination through it."""
         self.run = run
@@ -74,14 +78,18 @@ class FtsExecutor:
         self.spec = RunSpec.of(run)
         self.fts = FtsSpec.from_snapshot(run.snapshot)
         self.client = client
-        self.executor_id = executor_id
-        self.options = JobOptions.from_spec(self.spec, FtsOptions.of(run.snapshot))
+        self.lease_holder = lease_holder
+        self.token_for: Callable[[str], str] | None = None  # the run's storage tokens, by URL (use_tokens)
+        # The run's FTS options, read from its snapshot once: the job options, the measured files.
+        fts_options = fts_options or FtsOptions.of(run.snapshot)
+        self.options = JobOptions.from_spec(self.spec, fts_options)
         self.batch_size = self.fts.files_per_job
         self.manage_links = self.fts.manage_link_limits
         self.links = fts_links.run_links(run) if self.manage_links else []
         self.metadata = {"storageops": True, "campaign": self.spec.campaign_id, "run": run.pk}
         self.jobs: dict[str, _Job] = {}
         self.cancel_sent = False
+        self.cancel_sent_at: datetime | None = None  # when StorageOps sent it (its notes say)
         self.last_poll = 0.0
         # The step's pinned value, and whether FTS's optimizer has put it in force on the links.
         self.pinned = 0
@@ -89,12 +97,13 @@ class FtsExecutor:
         self.last_check = 0.0
         self.no_evolution = False
         self.cancel_seen: dict[int, float] = {}  # FTS file id -> when first seen CANCELED without finish time
+        self.whole_at: dict[int, float] = {}  # transfer id -> when first found whole, cancelled and not yet killed
         self.active: dict[int, float] = {}  # transfer id -> FTS's start time, of files FTS says are ACTIVE
         # The step in force, its concurrency, and when FTS first ran it at that (None: not yet).
         self.step_index, self.step_concurrency = 0, 0
         self.step_ids: set[int] = set()  # the transfers submitted in the step in force
         self.measured_from: float | None = None
-        self.measure_files = FtsOptions.of(run.snapshot).measure_files
+        self.measure_files = fts_options.measure_files
 
     def _retrying(self, operation, *args, **kwargs):
         return retrying(self.run.pk, operation, *args, **kwargs)
@@ -102,9 +111,9 @@ class FtsExecutor:
     # -- the interface ------------------------------------------------------------------------
     def resume(self) -> str:
         # Rows an FTS job holds stay with it (now ours); rows never submitted are requeued.
-        kept, requeued = self._retrying(fts_store.adopt, self.run.pk, self.executor_id)
+        kept, requeued = self._retrying(fts_store.adopt, self.run.pk, self.lease_holder)
         for job_id in fts_store.submitted_jobs(self.run.pk):
-            rows = self.run.transfers.filter(fts_job_id=job_id, state="active")
+            rows = fts_store.job_rows(self.run.pk, job_id)
             step = rows.values_list("step", flat=True).first() or 0
             self.jobs[job_id] = _Job(rows.count(), sum(rows.values_list("size", flat=True)), step)
         return f"{kept} transfers still in FTS jobs, {requeued} requeued"
@@ -125,14 +134,27 @@ class FtsExecutor:
         self.pinned, self.in_force, self.last_check = concurrency, False, 0.0
 
     def room(self, concurrency: int) -> int:
-        # Once the pinned value is in force FTS holds the step's concurrency, and a job's worth
-        # queued on its side keeps it busy between polls; until then StorageOps is the limit.
-        extra = self.batch_size if self.manage_links and self.in_force else 0
-        return concurrency + extra - self.outstanding()
+        # Once the pinned value is in force FTS holds the step's concurrency, and files queued on
+        # its side keep it busy; until then StorageOps is the limit (files in FTS <= concurrency).
+        # The loop never claims more than the step's own files, whatever this says.
+        return concurrency + self.queued_ahead(concurrency) - self.outstanding()
+
+    def queued_ahead(self, concurrency: int) -> int:
+        """Files kept queued in FTS beyond the step's concurrency, once FTS holds the step.
+
+        FTS starts queued files only at its scheduler's pass (SchedulingInterval, 2 s by
+        default): a slot freed between passes is refilled at the next one only if a file of the
+        link is queued then, else it waits for StorageOps' next poll and submission, and the
+        pass after that. So each link gets a job's worth ahead (files_per_job), and at least the
+        step's concurrency: every slot of the link may have emptied since the last pass."""
+        if not (self.manage_links and self.in_force):
+            return 0
+        return max(len(self.links), 1) * max(self.batch_size, concurrency)
 
     def submit(self, jobs: list[CopyJob], step: int) -> None:
         try:
-            job_id = self.client.submit(job_body(jobs, self._options(step), {**self.metadata, "step": step}))
+            body = job_body(jobs, self._options(step), {**self.metadata, "step": step}, self.token_for)
+            job_id = self.client.submit(body)
         except FtsError as exc:
             # A refused submission (credentials, delegation, validation) will not get better
             # by retrying.
@@ -140,8 +162,12 @@ class FtsExecutor:
         ids = [j.id for j in jobs]
         if step == self.step_index:
             self.step_ids.update(ids)
-        self._retrying(fts_store.mark_submitted, self.run.pk, ids, job_id, self.executor_id)
+        self._retrying(fts_store.mark_submitted, self.run.pk, ids, job_id, self.lease_holder)
         self.jobs[job_id] = _Job(len(jobs), sum(j.size for j in jobs), step)
+
+    def use_tokens(self, tokens: TokenSource) -> None:
+        """The run's storage tokens (campaigns.runs.tokens.RunTokens), sent with each job."""
+        self.token_for = tokens.token_for
 
     def _options(self, step: int) -> JobOptions:
         """The job parameters of a step: its sweep point's streams and TCP buffer."""
@@ -199,7 +225,7 @@ class FtsExecutor:
         except FtsError as exc:
             log.warning("run %s: cancelling FTS jobs failed, will retry: %s", self.run.pk, exc)
             return
-        self.cancel_sent = True
+        self.cancel_sent, self.cancel_sent_at = True, datetime.now(UTC)
 
     def close(self) -> None:
         return None
@@ -223,7 +249,7 @@ class FtsExecutor:
         fts = {
             **report,
             "instance": self.fts.name,
-            "jobs": sorted(set(run.transfers.exclude(fts_job_id="").values_list("fts_job_id", flat=True))),
+            "jobs": fts_store.run_jobs(run.pk),
             "link_limits": [
                 {
                     "symbolicname": link.symbolicname,
@@ -254,10 +280,10 @@ class FtsExecutor:
             self.no_evolution = True
         self.in_force = bool(answer)
 
-    def _final_files(self, files: list[dict], now: float) -> tuple[list, int]:
-        """The files FTS reports final, ready to record, and how many still wait for their
+    def _final_files(self, files: list[dict], now: float) -> tuple[list, list]:
+        """The files FTS reports final, ready to record, and those that still wait for their
         finish time (cancelled while copying; at most CANCEL_FINISH_WAIT)."""
-        final, waiting = [], 0
+        final, waiting = [], []
         for entry in files:
             if entry.get("file_state") not in FINAL_FILE_STATES:
                 continue
@@ -265,7 +291,7 @@ class FtsExecutor:
             if outcome.state == "CANCELED" and outcome.finish_time is None:
                 seen = self.cancel_seen.setdefault(outcome.file_id, now)
                 if now - seen < CANCEL_FINISH_WAIT:
-                    waiting += 1
+                    waiting.append(outcome)
                     continue
                 outcome = replace(
                     outcome,
@@ -296,9 +322,13 @@ class FtsExecutor:
             job.unstarted = sum(1 for f in files if f.get("file_state") == "SUBMITTED")
             self._note_active(files)
             final, waiting = self._final_files(files, time.time())
+            self._look_early(waiting)
             if final:
                 complete = self._complete_on_destination(final)
-                delta = self._retrying(fts_store.record_files, self.run.pk, final, job_id, self.executor_id, complete)
+                delta = self._retrying(
+                    fts_store.record_files, self.run.pk, final, job_id, self.lease_holder, complete,
+                    self._cancel_time(final), self.spec.checksum_algorithm,
+                )  # fmt: skip
                 out.done += delta["done"]
                 out.failed += delta["failed"]
                 out.skipped += delta["skipped"]
@@ -313,12 +343,41 @@ class FtsExecutor:
                 # Every file of a final job is final; a row it did not report is closed at the end.
                 self._forget(job_id, out)
 
-    def _complete_on_destination(self, final: list) -> dict[int, bool | None]:
+    def _complete_on_destination(self, final: list) -> dict[int, landed.Found]:
         """Files FTS cancelled after starting them, checked on their destination (landed.py)."""
         copies = self._retrying(fts_store.cancelled_copies, self.run.pk, final)
         if not copies or self.storage is None:
             return {}
-        return landed.complete_on_destination(self.storage(), copies, self.spec.checksum_algorithm.upper())
+        found = landed.examine_all(self.storage(), copies, self.spec.checksum_algorithm.upper())
+        for pk, seen in found.items():
+            # Whole now, and maybe earlier: the first check that found it so bounds the copy's end.
+            early = self.whole_at.pop(pk, None)
+            if seen.whole and early is not None:
+                found[pk] = seen._replace(checked_at=min(early, seen.checked_at or early))
+        return found
+
+    def _look_early(self, waiting: list) -> None:
+        """Copies FTS has marked CANCELED and not yet killed (no finish time): each poll, whether
+        each is whole on its destination yet. The first time one is bounds when it ended, where
+        FTS's finish time (its kill) comes seconds later; the check after the kill decides."""
+        pending = [o for o in waiting if o.transfer_id is not None and o.transfer_id not in self.whole_at]
+        if not pending or self.storage is None:
+            return
+        copies = self._retrying(fts_store.cancelled_copies, self.run.pk, pending)
+        if not copies:
+            return
+        found = landed.examine_all(self.storage(), copies, self.spec.checksum_algorithm.upper())
+        for pk, seen in found.items():
+            if seen.whole:
+                self.whole_at[pk] = seen.checked_at
+
+    def _cancel_time(self, final: list) -> datetime | None:
+        """When the cancel went to FTS, for the notes of the files it cancelled; a driver that
+        took the run over after it was sent knows only when the operator asked for it."""
+        if self.cancel_sent_at is not None or not any(o.state == "CANCELED" for o in final):
+            return self.cancel_sent_at
+        self.run.refresh_from_db(fields=["cancel_requested_at"])
+        return self.run.cancel_requested_at
 
     def _note_active(self, files: list[dict]) -> None:
         """Remember FTS's own start time of each file it reports ACTIVE; forget the others."""

@@ -14,8 +14,9 @@ from datetime import UTC, datetime
 
 from django.utils import timezone
 
-from campaigns.models import FtsLinkLimit, Run
+from campaigns.models import Run
 from campaigns.runs.engines.fts.client import FtsClient, FtsError, parse_time, storage_element
+from campaigns.runs.engines.fts.models import FtsLinkLimit
 from campaigns.runs.planning import plan
 from collectors.events import log_event
 

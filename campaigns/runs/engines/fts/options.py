@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 from django import forms
 
-from campaigns.models import FtsInstance
+from campaigns.runs.engines.fts.models import FtsInstance
+from campaigns.runs.engines.fts.scheduling_gap import DEFAULT_SCHEDULING_INTERVAL
 
 DEFAULT_PRIORITY = 3
 
@@ -42,17 +43,27 @@ class FtsOptionsForm(forms.Form):
         "are read from when it first ran at its concurrency. Empty or 0: steps of step_files files, "
         "warm-up included. Needs steps bounded by files.",
     )  # fmt: skip
+    scheduling_interval = forms.FloatField(
+        label="FTS scheduling interval (s)", min_value=0.1, max_value=600, required=False,
+        help_text="The instance's SchedulingInterval: FTS starts queued files only at its scheduler's passes, "
+        "so a slot idles up to this long after each copy. Verdicts say when that held a step below its "
+        "concurrency. Empty: FTS's default, 2 s.",
+    )  # fmt: skip
 
     def as_options(self) -> dict:
         """The cleaned options as JSON values: the instance by its id."""
         data = self.cleaned_data
         priority = data.get("priority")
-        return {
+        options = {
             "instance": data["instance"].pk,
             "priority": DEFAULT_PRIORITY if priority is None else priority,
             "strict_copy": bool(data.get("strict_copy")),
             "measure_files": data.get("measure_files") or 0,
         }
+        # Only when given: without it FTS's default is assumed, and a verdict says so.
+        if data.get("scheduling_interval"):
+            options["scheduling_interval"] = data["scheduling_interval"]
+        return options
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +72,13 @@ class FtsOptions:
     priority: int = DEFAULT_PRIORITY
     strict_copy: bool = False
     measure_files: int = 0
+    # None: not given, FTS's default (DEFAULT_SCHEDULING_INTERVAL) is assumed.
+    scheduling_interval: float | None = None
+
+    @property
+    def pass_seconds(self) -> float:
+        """FTS's scheduling interval: the campaign's, else FTS's default."""
+        return self.scheduling_interval or DEFAULT_SCHEDULING_INTERVAL
 
     @classmethod
     def from_parameters(cls, parameters: dict) -> FtsOptions:
@@ -71,6 +89,7 @@ class FtsOptions:
                 options.get("priority", DEFAULT_PRIORITY),
                 options.get("strict_copy", False),
                 options.get("measure_files") or 0,
+                options.get("scheduling_interval") or None,
             )
         # A snapshot frozen before engine_options existed.
         return cls(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
-from campaigns.models import FtsInstance
+from campaigns.runs.engines.fts.models import FtsInstance
 
 
 def fts_snapshot(instance: FtsInstance) -> dict:

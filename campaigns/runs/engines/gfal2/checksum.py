@@ -27,7 +27,7 @@ from __future__ import annotations
 import time
 
 from campaigns.choices import ErrorCategory
-from campaigns.runs.engines.base import CopyJob, CopyResult
+from campaigns.runs.engines.copies import CopyJob, CopyResult
 from campaigns.runs.engines.errors import categorize
 from campaigns.runs.engines.gfal2.client import Gfal2Copier, gfal2
 

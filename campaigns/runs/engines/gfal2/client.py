@@ -18,10 +18,10 @@ from typing import TypeVar
 from urllib.parse import urlsplit
 
 from campaigns.choices import ErrorCategory
-from campaigns.runs.engines.base import CopyJob, CopyOptions, CopyResult, EndpointCredentials
+from campaigns.runs.engines.copies import CopyJob, CopyOptions, CopyResult, EndpointCredentials, TokenSource
 from campaigns.runs.engines.errors import categorize
 from campaigns.runs.engines.gfal2 import modes
-from campaigns.runs.engines.gfal2.deadline import DEADLINE_GRACE, DeadlineExceeded, with_deadline
+from campaigns.runs.executors.deadline import DEADLINE_GRACE, DeadlineExceeded, with_deadline
 
 try:  # Debian's python3-gfal2; absent only on machines that never run transfers.
     import gfal2
@@ -71,6 +71,7 @@ class Gfal2Copier:
             raise RuntimeError("gfal2's Python bindings are not installed (Debian package python3-gfal2)")
         self.options = options
         self.credentials = tuple(credentials)
+        self.tokens: TokenSource | None = None
         self._local = threading.local()
         self._busy: dict[int, object] = {}
         self._busy_lock = threading.Lock()
@@ -78,6 +79,10 @@ class Gfal2Copier:
         if ca_dirs:
             # The HTTP and XRootD plugins read the CA directory from the environment only.
             os.environ["X509_CERT_DIR"] = sorted(ca_dirs)[0]
+
+    def use_tokens(self, tokens: TokenSource) -> None:
+        """Send `tokens` (renewed while the run lives) to their endpoints from the next call on."""
+        self.tokens = tokens
 
     # -- contexts -------------------------------------------------------------------------
     def _context(self, options: CopyOptions | None = None):
@@ -92,9 +97,18 @@ class Gfal2Copier:
             with _CONTEXT_LOCK:
                 ctx = gfal2.creat_context()
                 self._configure(ctx, options)
-            params = self._parameters(ctx, options)
-            state = states[options] = (ctx, params)
-        return state
+            state = states[options] = [ctx, self._parameters(ctx, options), -1]
+        if self.tokens is not None and state[2] != self.tokens.generation:
+            # A context keeps the credentials it was set: a renewed token is set again.
+            state[2] = self._set_tokens(state[0])
+        return state[0], state[1]
+
+    def _set_tokens(self, ctx) -> int:
+        """Set the run's current tokens on `ctx`; returns the generation they are (at least)."""
+        generation = self.tokens.generation
+        for url, token in self.tokens.current():
+            ctx.cred_set(url, ctx.cred_new("BEARER", token))
+        return generation
 
     def _configure(self, ctx, options: CopyOptions | None = None) -> None:
         options = options or self.options
@@ -146,6 +160,13 @@ class Gfal2Copier:
             # gfal2 compares one side against a value we give: the generated data's checksum.
             mode = getattr(gfal2.checksum_mode, self.options.checksum_mode)
             params.set_checksum(mode, self.options.checksum_algorithm.upper(), job.checksum)
+        elif self.options.checksum_mode == "both":
+            # Both sides, and each against the data's known checksum (generated, or the listing's)
+            # when there is one: a source rewritten since it was listed is a mismatch, not a copy
+            # recorded with a checksum it does not have. Without it, only a door that still served
+            # its cached checksum of the old bytes caught that. The parameters are this thread's,
+            # so each copy sets its own value.
+            params.set_checksum(gfal2.checksum_mode.both, self.options.checksum_algorithm.upper(), job.checksum or "")
         started = time.time()
         tick = time.monotonic()
         options = job.options or self.options
@@ -274,6 +295,8 @@ class Gfal2Copier:
         with _CONTEXT_LOCK:
             ctx = gfal2.creat_context()
             self._configure(ctx)
+        if self.tokens is not None:
+            self._set_tokens(ctx)
         return ctx
 
     def _deadline(self, ctx, call: Callable[[], T], what: str, seconds: float | None = None) -> T:

@@ -9,6 +9,11 @@ A client whose heartbeat expires is lost: its waiting jobs are taken back, the c
 under way keep the lost copy in their history, and all of them go to the clients left, whose
 shares grow to keep the step's concurrency. A result is accepted only from the client the job
 was handed to, so a job re-planned elsewhere is recorded once, whatever its first client did.
+
+A broker restarted empty takes every list, hash and beat of the channel with it. The driver
+sees its epoch key gone, writes the clients' shares again, gives them time to beat before any
+is judged lost, and, from each client's first beat after it (the jobs it still holds) and the
+results that reached the new list, re-plans the jobs whose waiting place or result was lost.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import threading
 import time
 
 from celery import current_app
@@ -23,9 +29,9 @@ from django.conf import settings
 
 from campaigns.runs import store
 from campaigns.runs.client_pool import channel, shares
-from campaigns.runs.engines.base import CopyJob, CopyOptions
-from campaigns.runs.engines.gfal2.executor import START_TOGETHER_WAIT
+from campaigns.runs.engines.copies import CopyJob, CopyOptions
 from campaigns.runs.executors.base import Collected, ExecutorFailed
+from campaigns.runs.executors.in_process import START_TOGETHER_WAIT
 from campaigns.runs.executors.recording import Recorder
 from campaigns.runs.outages import retrying
 from campaigns.spec import RunSpec
@@ -38,10 +44,18 @@ IDLE_WAIT = 0.02
 HOLD_POLL = 0.1  # how often the clients' state is read while a step waits to start together
 SERVE_TASK = "campaigns.client_serve"
 FINAL_WAIT = 5.0  # how long the end of a run waits for its clients' last beats
+# The driver's beat comes from a thread of its own: the driver's loop may wait minutes on a
+# database outage (it rides through it), and clients that heard nothing for DRIVER_SECONDS
+# would stop and be taken for lost when it came back. A loop silent this long is stuck, not
+# waiting: its beat stops and its clients stop too.
+LOOP_SILENCE_SECONDS = 900.0
+# After the broker came back empty, how long the clients have to beat again before one is lost:
+# their connections retry with a back-off of up to 2 s.
+REJOIN_SECONDS = 2 * channel.ALIVE_SECONDS
 
 
-def drive_token(executor_id: str) -> str:
-    return hashlib.sha1(executor_id.encode()).hexdigest()[:12]  # noqa: S324 - a name, not a secret
+def drive_token(lease_holder: str) -> str:
+    return hashlib.sha1(lease_holder.encode()).hexdigest()[:12]  # noqa: S324 - a name, not a secret
 
 
 def _usage(state: dict[str, str]) -> dict:
@@ -54,13 +68,13 @@ class ClientPoolExecutor:
     min_claim = 1
     prefetch = 1  # jobs waiting in each client's list beyond its share
 
-    def __init__(self, run, *, executor_id: str) -> None:
+    def __init__(self, run, *, lease_holder: str) -> None:
         self.run_obj, self.run_id = run, run.pk
         self.spec = spec = RunSpec.of(run)
-        self.executor_id = executor_id
-        self.keys = channel.Keys(run.pk, drive_token(executor_id))
+        self.lease_holder = lease_holder
+        self.keys = channel.Keys(run.pk, drive_token(lease_holder))
         self.weights = {c.name: c.weight for c in spec.clients}
-        self.recorder = Recorder(run.pk, spec, executor_id)
+        self.recorder = Recorder(run.pk, spec, lease_holder)
         self.base_options = CopyOptions.from_spec(spec)
         self.conn = None
         self.live: list[str] = []
@@ -75,19 +89,27 @@ class ClientPoolExecutor:
         self.gate_held_since: float | None = None
         self.aborts = 0
         self.last_beat = self.last_state = 0.0
+        self.judge_after = 0.0  # monotonic time before which no client is judged lost
+        self.rebuilding: set[str] = set()  # clients whose jobs are checked at their first beat after a restart
+        self.handed_before: set[int] = set()  # the jobs handed out when the broker was found empty
+        self.broker_restarts = 0
+        self.loop_seen = time.monotonic()  # the driver's loop last asked for results
+        self.beating: threading.Event | None = None  # set to stop the beat thread
 
     # -- joining ------------------------------------------------------------------------------
     def _join(self) -> None:
         try:
             self.conn = channel.connect()
             self._driver_beat()
+            self.conn.set(self.keys.epoch, self.lease_holder, ex=channel.KEY_TTL)
+            self._start_beating()
         except (channel.PoolUnavailable, channel.redis.RedisError) as exc:
             raise ExecutorFailed(f"The client pool cannot be reached: {exc}") from exc
         wait = settings.STORAGEOPS_CLIENT_JOIN_SECONDS
         prefix = settings.STORAGEOPS_QUEUE_PREFIX
         for name in self.weights:
             current_app.send_task(
-                SERVE_TASK, args=[self.run_id, drive_token(self.executor_id), name],
+                SERVE_TASK, args=[self.run_id, drive_token(self.lease_holder), name],
                 queue=f"{prefix}client.{name}", expires=wait + 5,
             )  # fmt: skip
         deadline = time.monotonic() + wait
@@ -109,7 +131,23 @@ class ClientPoolExecutor:
 
     def _driver_beat(self) -> None:
         """Say the driver is here: its clients stop DRIVER_SECONDS after the last of these."""
-        self.conn.set(self.keys.driver, self.executor_id, px=int(channel.DRIVER_SECONDS * 1000))
+        self.conn.set(self.keys.driver, self.lease_holder, px=int(channel.DRIVER_SECONDS * 1000))
+
+    def _start_beating(self) -> None:
+        self.beating = stop = threading.Event()
+
+        def beat() -> None:
+            while not stop.wait(1.0) and time.monotonic() - self.loop_seen < LOOP_SILENCE_SECONDS:
+                try:
+                    self._driver_beat()
+                except channel.redis.RedisError as exc:  # the broker away: the next beat tries again
+                    log.info("run %s: driver beat not sent (%s)", self.run_id, exc)
+
+        threading.Thread(target=beat, name=f"pool-beat-{self.run_id}", daemon=True).start()
+
+    def _stop_beating(self) -> None:
+        if self.beating is not None:
+            self.beating.set()
 
     def _answering(self) -> list[str]:
         names = list(self.weights)
@@ -197,18 +235,19 @@ class ClientPoolExecutor:
         if not self.live and self.replan:
             # Raised before anything is read, so no result already recorded is left uncounted.
             raise ExecutorFailed(f"Every client of the pool was lost: {self._lost_text()}")
-        mono = time.monotonic()
-        if mono - self.last_beat >= 1.0:
-            self.last_beat = mono
-            self._driver_beat()
+        mono = self.loop_seen = time.monotonic()
         holding = self.gate_held_since is not None
+        fresh: list[str] = []
         if mono - self.last_state >= (HOLD_POLL if holding else channel.BEAT_SECONDS):
             self.last_state = mono
-            self._read_states()
+            fresh = self._read_states(mono)
         if holding:
             self._release_when_ready(mono)
         out = Collected()
         got = self._results()
+        if fresh:
+            # After the states were read: a result pushed before a client's beat is in `got`.
+            self._rebuild(fresh)
         if not got and idle:
             time.sleep(IDLE_WAIT)
         self.recorder.add(got, out)
@@ -236,22 +275,74 @@ class ClientPoolExecutor:
             got.append(channel.result_for(held[1], data))
         return got
 
-    def _read_states(self) -> None:
+    def _read_states(self, mono: float) -> list[str]:
+        """Read every live client's beat; lose those silent too long. Returns the clients whose
+        jobs are to be checked now: their first beat since the broker came back empty."""
         pipe = self.conn.pipeline(transaction=False)
+        pipe.exists(self.keys.epoch)
         for name in self.live:
             pipe.exists(self.keys.alive(name))
             pipe.hgetall(self.keys.state(name))
-        replies = pipe.execute()
+        epoch, *replies = pipe.execute()
+        if not epoch:
+            self._broker_emptied(mono)
+            return []
+        fresh = []
         for i, name in enumerate(list(self.live)):
             alive, state = replies[2 * i], channel.decoded(replies[2 * i + 1])
+            if state and name in self.rebuilding:
+                fresh.append(name)  # the state hash went with the broker: this one is new
             if state:
                 self.states[name] = state
                 self.usage[name] = _usage(state)
                 for pk, at in json.loads(state.get("in_flight", "[]")):
                     if self.assigned.get(pk, ("",))[0] == name:
                         self.started.setdefault(pk, at)
-            if not alive:
+            if not alive and mono >= self.judge_after:
                 self._lose(name, f"no heartbeat for {channel.ALIVE_SECONDS:.0f} s")
+        return [name for name in fresh if name in self.live]
+
+    def _broker_emptied(self, mono: float) -> None:
+        """The broker restarted empty: say the driver is here, give the clients their shares again
+        and time to beat before any is lost. Jobs that reached a list since are taken back and
+        the clients' states dropped, so the first state read afterwards is a beat written after
+        this moment: a job handed before it that the beat does not hold, whose result has not
+        come, is lost (its result is pushed before it leaves the client's holding)."""
+        self.broker_restarts += 1
+        self.conn.set(self.keys.epoch, self.lease_holder, ex=channel.KEY_TTL)
+        self._driver_beat()
+        for name in self.live:
+            self._take_back(name)
+            self.conn.delete(self.keys.state(name))
+        self.judge_after = mono + REJOIN_SECONDS
+        self.rebuilding = set(self.live)
+        self.handed_before = set(self.assigned)
+        self.states = {}
+        self._share_out(gate=f"{'hold' if self.gate_held_since is not None else 'open'}:{self.step}")
+        log.warning("run %s: the broker came back empty; rebuilding the pool's channel", self.run_id)
+
+    def _rebuild(self, fresh: list[str]) -> None:
+        """Jobs handed to these clients before the broker came back that they no longer hold and
+        whose result did not come: their place in a list or their result went with the broker.
+        They are handed out again."""
+        holds = {name: set(json.loads(self.states[name].get("holding", "[]"))) for name in fresh}
+        gone = [
+            (pk, job) for pk, (name, job) in self.assigned.items()
+            if name in holds and pk in self.handed_before and pk not in holds[name]
+        ]  # fmt: skip
+        for pk, _ in gone:
+            del self.assigned[pk]
+        began = [(pk, self.started.pop(pk)) for pk, _ in gone if pk in self.started]
+        self.replan = [job for _, job in sorted(gone)] + self.replan
+        self.rebuilding.difference_update(fresh)
+        if began:
+            message = "the broker (Redis) restarted empty after this copy began: its result was lost; copied again"
+            retrying(self.run_id, store.note_lost_copies, self.run_id, self.lease_holder, began, message, "broker_lost")
+        if gone:
+            self._incident(
+                f"The broker (Redis) came back empty: {len(gone)} jobs of {', '.join(fresh)} lost with it "
+                f"({len(began)} begun, their results gone; {len(gone) - len(began)} not started) are handed out again"
+            )
 
     def _release_when_ready(self, mono: float) -> None:
         ready = sum(int(self.states.get(n, {}).get("held", 0)) + int(self.states.get(n, {}).get("copying", 0))
@@ -278,7 +369,7 @@ class ClientPoolExecutor:
             self.started.pop(pk, None)
         self.replan = [job for _, job in sorted(mine)] + self.replan
         message = f"client {name} was lost ({why}) during this copy; it was copied again by another client"
-        retrying(self.run_id, store.note_lost_copies, self.run_id, self.executor_id, under_way, message)
+        retrying(self.run_id, store.note_lost_copies, self.run_id, self.lease_holder, under_way, message)
         if self.live:
             self._share_out()
             split = ", ".join(f"{n} {s}" for n, s in self.share_of.items())
@@ -337,8 +428,9 @@ class ClientPoolExecutor:
     def close(self) -> None:
         if self.conn is None:
             return
+        self._stop_beating()
         try:
-            self._read_states()
+            self._read_states(time.monotonic())
             pipe = self.conn.pipeline(transaction=False)
             for name in self.weights:
                 pipe.hset(self.keys.control(name), "stop", "1")

@@ -9,17 +9,18 @@ from campaigns.models import Run
 from campaigns.models.engine_registry import EngineEntry, register_engine
 from campaigns.runs.engines.errors import categorize
 from campaigns.runs.engines.gfal2.client_pool_executor import ClientPoolExecutor
-from campaigns.runs.engines.gfal2.executor import CopyThreadsExecutor, build_copier
+from campaigns.runs.engines.gfal2.executor import build_copier
 from campaigns.runs.engines.gfal2.modes import mode_error
+from campaigns.runs.executors.in_process import CopyThreadsExecutor
 from campaigns.spec import RunSpec
 
 NAME = "gfal2"
 
 
-def build_executor(run: Run, executor_id: str, copier_factory: Callable = build_copier):
+def build_executor(run: Run, lease_holder: str, copier_factory: Callable = build_copier):
     if RunSpec.of(run).clients:
-        return ClientPoolExecutor(run, executor_id=executor_id)
-    return CopyThreadsExecutor(run, copier_factory(run.snapshot), executor_id=executor_id)
+        return ClientPoolExecutor(run, lease_holder=lease_holder)
+    return CopyThreadsExecutor(run, copier_factory(run.snapshot), lease_holder=lease_holder)
 
 
 ENTRY = register_engine(

@@ -1,0 +1,44 @@
+"""The soak's fault plan (benchmarks/soak.py) is a pure function of its seed and length, and
+holds every kind of fault, two at once among them: a soak is repeatable from its seed."""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+
+from benchmarks.soak import DOORS, FULL_DOOR, KINDS, fault_plan
+
+
+def test_the_same_seed_gives_the_same_plan_and_another_seed_another():
+    assert fault_plan(48, 60) == fault_plan(48, 60)
+    assert fault_plan(48, 60) != fault_plan(49, 60)
+    assert fault_plan(48, 60) != fault_plan(48, 30)
+
+
+def test_an_hours_plan_holds_every_kind_two_at_once_and_fits_the_hour():
+    plan = fault_plan(48, 60)
+    kinds = Counter(f.kind for f in plan)
+    assert set(kinds) == set(KINDS) and len(plan) >= 120, kinds
+    pairs = Counter(f.pair for f in plan if f.pair)
+    assert pairs and set(pairs.values()) == {2}
+    for pair in pairs:
+        first, second = (f for f in plan if f.pair == pair)
+        assert first.at == second.at and first.target != second.target
+    assert all(f.at >= 90 and f.at + f.hold < 54 * 60 for f in plan)
+    hangs = [f.hold for f in plan if f.kind == "door_hang"]
+    assert min(hangs) >= 30 and max(hangs) <= 300
+    assert {f.target for f in plan if f.kind == "door_full"} == {FULL_DOOR}
+    assert {f.target for f in plan if f.kind in ("door_kill", "door_hang")} == set(DOORS)
+    # A target is never in two faults at once (a door is not hung while it is dead).
+    by_target: dict[str, list] = {}
+    for fault in plan:
+        by_target.setdefault(fault.target, []).append(fault)
+    for faults in by_target.values():
+        for before, after in itertools.pairwise(faults):
+            assert before.at + before.hold <= after.at
+
+
+def test_a_short_soak_scales_its_faults_down_and_still_holds_every_kind():
+    plan = fault_plan(7, 20)
+    assert {f.kind for f in plan} == set(KINDS) and any(f.pair for f in plan)
+    assert max(f.hold for f in plan if f.kind == "door_hang") <= 100
