@@ -270,6 +270,10 @@ def peak_rss_bytes(pid: int) -> int:
 
 
 # -- pid files -----------------------------------------------------------------------------------
+#: How long an exec may keep a process's command line empty before it counts as another program's.
+EXEC_SECONDS = 2.0
+
+
 @dataclass
 class PidFile:
     """What a pid file under var/ records about one child: enough to recognise it later.
@@ -306,8 +310,19 @@ class PidFile:
             return None
 
     def is_running(self) -> bool:
-        """The very process this file describes is still alive (not another with its pid)."""
-        return is_alive(self.pid, self.started) and cmdline(self.pid) == self.argv
+        """The very process this file describes is still alive (not another with its pid).
+
+        While a child goes from setpriv to its program, the exec leaves /proc's command line
+        empty for a moment: read once then, a running child was called gone (about once in 200
+        starts on a busy machine) and left running by the next start. An empty read of the very
+        process (its pid and start time) is read again until EXEC_SECONDS have passed."""
+        deadline = time.monotonic() + EXEC_SECONDS
+        while is_alive(self.pid, self.started):
+            seen = cmdline(self.pid)
+            if seen or time.monotonic() >= deadline:
+                return seen == self.argv
+            time.sleep(0.005)
+        return False
 
 
 # -- stopping ------------------------------------------------------------------------------------
