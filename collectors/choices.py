@@ -29,6 +29,9 @@ class EventKind(models.TextChoices):
     # database outage, a stall. On the run's charts like any event; not a disturbance of the
     # storage (the storage did not change), so never trimmed around.
     RUN_INCIDENT = "run_incident", "Run incident"
+    # A StorageOps worker (or a pool process of one) that died without shutting down: what it
+    # drove is resumed elsewhere; not a disturbance of the storage.
+    WORKER_LOST = "worker_lost", "Worker lost"
 
 
 # Kinds whose minutes are left out when an analysis trims around disturbances.

@@ -10,10 +10,11 @@ import logging
 import os
 
 from celery import shared_task
-from celery.signals import worker_ready, worker_shutting_down
+from celery.exceptions import WorkerLostError
+from celery.signals import task_failure, worker_ready, worker_shutdown, worker_shutting_down
 from django.conf import settings
 
-from collectors import hosttest_series, hosttests, node_exporter, outages
+from collectors import hosttest_series, hosttests, node_exporter, outages, worker_lives
 from collectors.models import Host
 
 log = logging.getLogger(__name__)
@@ -82,6 +83,28 @@ def _start_outage_watch(sender=None, **kwargs) -> None:
     if settings.STORAGEOPS_CONTROL_QUEUE in consumed and not os.environ.get(COLLECTOR_HOST_ENV):
         outages.start_watch()
         log.warning("outage watch started (broker and database probed every %.0f s)", outages.INTERVAL)
+
+
+@worker_ready.connect
+def _record_worker_life(sender=None, **kwargs) -> None:
+    # Every worker (the site's, a collector, a pool client): any may be killed outright.
+    node = getattr(sender, "hostname", None)
+    if node:
+        worker_lives.started(node)
+        worker_lives.start_beating(node)
+
+
+@worker_shutdown.connect
+def _end_worker_life(sender=None, **kwargs) -> None:
+    node = getattr(sender, "hostname", None)
+    if node:
+        worker_lives.stopped(node)
+
+
+@task_failure.connect
+def _pool_process_lost(sender=None, task_id=None, exception=None, **kwargs) -> None:
+    if isinstance(exception, WorkerLostError):
+        worker_lives.pool_process_lost(getattr(sender, "name", "?"), task_id or "?", exception)
 
 
 @worker_shutting_down.connect
