@@ -15,16 +15,24 @@ An outage shorter than the probes' interval (Redis SIGKILLed and started again w
 second, or a probe slowed by the other server being down) is found all the same: each probe
 also reads which instance of the server answered (Redis's run_id, PostgreSQL's postmaster
 start time), and a new instance between two good probes is an outage between them.
+
+The watcher keeps what it knows (what is down since when, the last instance that answered) in a
+small file under VAR_DIR/run: a worker killed during an outage, started again by its supervisor,
+takes it up and logs the outage when it ends, as the one killed would have. Knowledge older than
+CARRY_SECONDS is not taken up: a site stopped for a day did not watch its database meanwhile.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
+import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from pathlib import Path
 
 from django.db import DatabaseError, close_old_connections, connection
 from django.utils import timezone
@@ -37,6 +45,8 @@ log = logging.getLogger(__name__)
 
 #: Seconds between probes: an outage shorter than this may go unseen.
 INTERVAL = 2.0
+#: How old a stopped watcher's knowledge may be and still be taken up by the next one.
+CARRY_SECONDS = 300.0
 LABELS = {"broker": "Broker (Redis) unreachable", "database": "Database unreachable"}
 
 
@@ -101,11 +111,48 @@ class OutageWatch:
         self,
         probes: dict[str, Callable[[], Answer]] | None = None,
         clock: Callable[[], datetime] = timezone.now,
+        memory: Path | None = None,
     ) -> None:
+        """``memory``: the file what the watcher knows is kept in, taken up from there when
+        recent (None: kept in this object only)."""
         self.probes = probes if probes is not None else {"broker": probe_broker, "database": probe_database}
         self.clock = clock
+        self.memory = memory
         self.down: dict[str, _Down] = {}
         self.answered: dict[str, tuple[datetime, str]] = {}  # what -> (last good probe, instance)
+        if memory is not None:
+            self._recall(memory)
+
+    def _recall(self, memory: Path) -> None:
+        try:
+            saved = json.loads(memory.read_text())
+            if (self.clock() - datetime.fromisoformat(saved["saved"])).total_seconds() > CARRY_SECONDS:
+                return
+            down = {w: _Down(datetime.fromisoformat(d["since"]), str(d["error"])) for w, d in saved["down"].items()}
+            answered = {w: (datetime.fromisoformat(at), str(inst)) for w, (at, inst) in saved["answered"].items()}
+        except (OSError, ValueError, KeyError, TypeError):
+            return
+        known = set(self.probes)
+        self.down = {w: d for w, d in down.items() if w in known}
+        self.answered = {w: a for w, a in answered.items() if w in known}
+        if self.down:
+            log.warning("outage watch takes up outages under way: %s", ", ".join(sorted(self.down)))
+
+    def _remember(self) -> None:
+        if self.memory is None:
+            return
+        state = {
+            "saved": self.clock().isoformat(),
+            "down": {w: {"since": d.since.isoformat(), "error": d.error} for w, d in self.down.items()},
+            "answered": {w: [at.isoformat(), inst] for w, (at, inst) in self.answered.items()},
+        }
+        try:
+            self.memory.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.memory.with_name(f"{self.memory.name}.{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(state))
+            tmp.replace(self.memory)
+        except OSError:
+            log.warning("outage watch could not keep its state in %s", self.memory, exc_info=True)
 
     def tick(self) -> list[Event]:
         """Probe once; returns the events logged (outages that just ended)."""
@@ -136,6 +183,7 @@ class OutageWatch:
             del self.down[what]
             if event is not None:
                 logged.append(event)
+        self._remember()
         return logged
 
     def run_forever(self, stop: threading.Event, interval: float = INTERVAL) -> None:
@@ -177,9 +225,20 @@ def start_watch() -> None:
     if _stop is not None:
         return
     _stop = threading.Event()
-    threading.Thread(target=OutageWatch().run_forever, args=(_stop,), name="outage-watch", daemon=True).start()
+    watch = OutageWatch(memory=memory_file())
+    threading.Thread(target=watch.run_forever, args=(_stop,), name="outage-watch", daemon=True).start()
 
 
-def stop_watch() -> None:
-    if _stop is not None:
-        _stop.set()
+def memory_file() -> Path:
+    """Where this deployment's watcher keeps what it knows: named by the servers it watches (the
+    broker's URL, the database's host, port and name) and its queue prefix, so that a watcher of
+    other servers never takes up their instances as its own."""
+    from django.conf import settings
+
+    db = connection.settings_dict
+    watched = "\n".join(
+        [settings.CELERY_BROKER_URL, str(db.get("HOST")), str(db.get("PORT")), str(db.get("NAME")),
+         settings.STORAGEOPS_QUEUE_PREFIX]
+    )  # fmt: skip
+    key = hashlib.sha256(watched.encode()).hexdigest()[:16]
+    return Path(settings.VAR_DIR) / "run" / f"outage-watch-{key}.json"

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import signal
 import time
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import pytest
 
@@ -87,3 +87,58 @@ def test_a_broker_started_again_between_two_probes_is_an_outage_all_the_same(log
 def test_the_database_probe_names_its_server_instance():
     first, second = outages.probe_database(), outages.probe_database()
     assert first.error is None and first.instance and first.instance == second.instance
+
+
+def test_a_watcher_killed_during_an_outage_is_taken_up_by_the_next_which_logs_it_once(log_dir, tmp_path):
+    """The main worker SIGKILLed while Redis was down (its watcher gone with it), started again
+    after Redis came back: the new watcher takes up what the old one kept and logs the outage
+    from its start, once. Without the kept state nothing would ever log it."""
+    port = free_port()
+    url = f"redis://127.0.0.1:{port}/0"
+    memory = tmp_path / "run" / "outage-watch.json"
+    redis = _redis(port, log_dir, "first")
+    killed = outages.OutageWatch({"broker": lambda: outages.probe_broker(url)}, memory=memory)
+    try:
+        assert killed.tick() == []
+        redis.proc.send_signal(signal.SIGKILL)
+        redis.proc.wait(timeout=10)
+        redis.stop()
+        assert killed.tick() == []  # seen down, then the watcher dies with its worker
+        seen_down = datetime.now().astimezone()
+        del killed
+        time.sleep(1.0)
+        redis = _redis(port, log_dir, "again")
+        heir = outages.OutageWatch({"broker": lambda: outages.probe_broker(url)}, memory=memory)
+        [event] = heir.tick()
+        assert heir.tick() == []
+    finally:
+        redis.stop()
+    detail = json.loads(event.detail)
+    start = datetime.fromisoformat(detail["start"])
+    assert start <= seen_down and detail["seconds"] >= 1.0 and "Connection" in detail["error"]
+    assert Event.objects.filter(summary__startswith="Broker").count() == 1
+
+
+def test_a_watcher_takes_up_only_recent_knowledge_of_the_same_servers(tmp_path):
+    """Knowledge older than CARRY_SECONDS is not taken up (the site was stopped, nobody watched)."""
+    memory = tmp_path / "outage-watch.json"
+    now = datetime.now().astimezone()
+    answers = iter([outages.Answer("refused"), outages.Answer(None, "B"), outages.Answer(None, "C")])
+    first = outages.OutageWatch({"broker": lambda: next(answers)}, clock=lambda: now, memory=memory)
+    first.tick()
+    assert "broker" in first.down
+    later = now + timedelta(seconds=outages.CARRY_SECONDS + 1)
+    stale = outages.OutageWatch({"broker": lambda: next(answers)}, clock=lambda: later, memory=memory)
+    assert stale.down == {} and stale.tick() == []
+    assert not Event.objects.filter(summary__startswith="Broker").exists()
+    # B answered and was kept; C answering a moment later, to a new watcher, is a restart seen.
+    soon = later + timedelta(seconds=5)
+    heir = outages.OutageWatch({"broker": lambda: next(answers)}, clock=lambda: soon, memory=memory)
+    [event] = heir.tick()
+    assert json.loads(event.detail)["error"] == "restarted between two probes (instance B -> C)"
+
+
+def test_each_deployment_keeps_its_watch_in_a_file_of_its_own(settings):
+    mine = outages.memory_file()
+    settings.CELERY_BROKER_URL = "redis://127.0.0.1:1/0"
+    assert outages.memory_file() != mine and outages.memory_file().parent == mine.parent
