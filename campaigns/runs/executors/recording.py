@@ -51,7 +51,8 @@ class Recorder:
             delta["requeued"],
         )
         # A full disk or a hung door, once per episode on the event log, not a copy error each.
-        if any(not r.ok and r.category in storage_faults.WHAT for r in self.pending):
+        # A success ends an episode this process has open (the disk had room again).
+        if storage_faults.has_open() or any(not r.ok and r.category in storage_faults.WHAT for r in self.pending):
             retrying(self.run_id, storage_faults.note_failures, self.run_id, self.pending)
         self.pending = []
         self.last_flush = now
