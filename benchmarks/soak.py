@@ -717,7 +717,8 @@ class Soak:
             .first()
         )
         out["recovery_s"] = round((first - ended).total_seconds(), 1) if first else None
-        window = Event.objects.filter(time__gte=began - timedelta(seconds=5), time__lte=ended + timedelta(seconds=300))
+        since = began - timedelta(seconds=last_alive_seconds())
+        window = Event.objects.filter(time__gte=since, time__lte=ended + timedelta(seconds=300))
         events = list(window.values("time", "kind", "summary", "host__name", "run_id", "detail"))
         out["events"] = [
             {"time": e["time"].isoformat(), "kind": e["kind"], "summary": e["summary"], "host": e["host__name"]}
@@ -778,6 +779,14 @@ class Soak:
 LIVE = ("pending", "running", "cancelling")
 
 
+def last_alive_seconds() -> float:
+    """How long before its kill a dead worker's event may be dated: it says when the worker
+    was last known alive, up to a beat (and a little) before."""
+    from collectors.worker_lives import BEAT_SECONDS
+
+    return BEAT_SECONDS + 2
+
+
 def _records(fault: Fault, began: datetime, ended: datetime, events: list[dict], doors: dict[str, str]) -> list[str]:
     """The events that say what this fault was (ideally exactly one), by what each kind leaves:
     an outage event, a restart logged by the door's collector, a storage-fault episode naming
@@ -805,10 +814,20 @@ def _records(fault: Fault, began: datetime, ended: datetime, events: list[dict],
         elif kind == "door_full":
             hit = summary.startswith("No space left on") and door.search(summary) and within(event, 0, 30)
         elif kind == "client_kill":
-            hit = summary.startswith(f"Client {fault.target.removeprefix('client-')} lost") and within(event, 0, 60)
+            # The driver sees its copies lost, if it held any; the client, started again, says
+            # it died either way (its node is client-<host>@<machine>).
+            said = summary.startswith(f"Client {fault.target.removeprefix('client-')} lost") and within(event, 0, 60)
+            died = summary.startswith(f"Worker {fault.target}@") and within(event, last_alive_seconds(), 120)
+            hit = said or (event["kind"] == "worker_lost" and died)
         elif kind in ("worker_kill", "worker_oom"):
-            # Its runs' drivers died with it: the next driver resumes them once their lease is over.
-            hit = " resumed by driver " in summary and within(event, 0, 120)
+            # Its runs' drivers died with it: the next driver resumes them once their lease is
+            # over. The worker, started again, says it died; a pool process the OOM killer took
+            # is said by the worker that lives on.
+            hit = (" resumed by driver " in summary and within(event, 0, 120)) or (
+                event["kind"] == "worker_lost"
+                and (summary.startswith("Worker soak@") or summary.startswith("Worker pool process lost"))
+                and within(event, last_alive_seconds(), 120)
+            )
         else:
             hit = False
         if hit:

@@ -42,3 +42,26 @@ def test_a_short_soak_scales_its_faults_down_and_still_holds_every_kind():
     plan = fault_plan(7, 20)
     assert {f.kind for f in plan} == set(KINDS) and any(f.pair for f in plan)
     assert max(f.hold for f in plan if f.kind == "door_hang") <= 100
+
+
+def test_a_killed_worker_or_client_is_recorded_by_its_death_event_dated_when_last_alive():
+    """A worker that held nothing leaves no resumed run: its own "worker lost" event, dated at
+    its last beat before the kill, records the fault; another worker's death does not."""
+    from datetime import UTC, datetime, timedelta
+
+    from benchmarks.soak import Fault, _records
+
+    began = datetime(2026, 11, 28, 12, 0, tzinfo=UTC)
+    ended = began + timedelta(seconds=20)
+
+    def lost(node: str, seconds_before: float) -> dict:
+        summary = f"Worker {node} (pid 4242) died without shutting down; last known alive at 11:59:52 UTC, …"
+        return {"time": began - timedelta(seconds=seconds_before), "kind": "worker_lost", "summary": summary,
+                "host__name": None, "run_id": None, "detail": ""}  # fmt: skip
+
+    worker, client = Fault(0, "worker_kill", "worker", 0), Fault(0, "client_kill", "client-pool-a", 0)
+    assert _records(worker, began, ended, [lost("soak@box", 8)], {})
+    assert not _records(worker, began, ended, [lost("client-pool-a@box", 8)], {})
+    assert not _records(worker, began, ended, [lost("soak@box", 60)], {}), "a death long before is another's"
+    assert _records(client, began, ended, [lost("client-pool-a@box", 8)], {})
+    assert not _records(client, began, ended, [lost("client-pool-b@box", 8)], {})
