@@ -4,16 +4,19 @@
     .venv/bin/python -m benchmarks.soak --minutes 60 --seed 48 [--plan]
 
 The soak starts a site of its own under var/soak/ (through devsite: its PostgreSQL and Redis,
-two real XRootD doors, the worker, beat, a collector per door, two pool clients) and keeps two
+two real XRootD doors, the worker, beat, a collector per door, two pool clients) and keeps three
 campaigns running between the doors: one on gfal2's copy threads, one shared by the client
-pool. Meanwhile it injects the faults of a plan (``fault_plan``, a pure function of the seed
-and the duration: ``--plan`` prints it and starts nothing), each on a process the soak started,
-by its pid: a door SIGKILLed (the supervisor restarts it), SIGSTOPped then continued (a hung
-door), its filesystem filled (door2's data folder is a small tmpfs: ENOSPC is real) then freed;
-the worker SIGKILLed, and killed by the kernel's OOM killer under a cgroup memory limit; Redis
-SIGKILLed and started empty; PostgreSQL stopped (immediate shutdown) and started again; a
-collector stopped (SIGSTOP: its host gone silent) for minutes; a pool client SIGKILLed; and
-two of these at once.
+pool, and one through FTS. No FTS server runs here: its double (tests/support/fts_double.py,
+FTS 3.14's REST answers, its scheduler's and optimizer's timing, the kill seconds after a
+cancel) runs in the soak's own process, as a site's FTS runs beside it, and copies for real with
+gfal2 between the doors; the faults hit the site, not FTS. Meanwhile it injects the faults of
+a plan (``fault_plan``, a pure function of the seed and the duration: ``--plan`` prints it and
+starts nothing), each on a process the soak started, by its pid: a door SIGKILLed (the
+supervisor restarts it), SIGSTOPped then continued (a hung door), its filesystem filled
+(door2's data folder is a small tmpfs: ENOSPC is real) then freed; the worker SIGKILLed, and
+killed by the kernel's OOM killer under a cgroup memory limit; Redis SIGKILLed and started
+empty; PostgreSQL stopped (immediate shutdown) and started again; a collector stopped (SIGSTOP:
+its host gone silent) for minutes; a pool client SIGKILLed; and two of these at once.
 
 Every run that ends is checked against the doors' disks (each succeeded copy's file there,
 with its planned size and its recorded adler32), then its files are removed so that the small
@@ -31,6 +34,7 @@ import json
 import os
 import random
 import re
+import secrets
 import signal
 import statistics
 import sys
@@ -334,6 +338,7 @@ class Soak:
             watches={name: door_watches(door) for name, door in self.doors.items()},
         )
         clients = register_demo_pool(sweep)
+        self.fts = self._fts_double()
         self.campaigns = self._campaigns(sweep)
         env = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONFAULTHANDLER="1")
         self.supervisor.start("worker", worker_argv("soak"), env, str(ROOT))
@@ -359,10 +364,10 @@ class Soak:
             "retries": 1,
         }
         made = []
-        for name, pooled in (("soak-gfal2", False), ("soak-pool", True)):
-            campaign, _ = Campaign.objects.update_or_create(
-                name=name, defaults={**spec, "description": "benchmarks/soak.py: copies kept running under faults."}
-            )
+        fts = {"engine": "fts", "engine_options": {"instance": self.fts_instance.pk}}
+        for name, pooled, engine in (("soak-gfal2", False, {}), ("soak-pool", True, {}), ("soak-fts", False, fts)):
+            about = {"description": "benchmarks/soak.py: copies kept running under faults."}
+            campaign, _ = Campaign.objects.update_or_create(name=name, defaults={**spec, **engine, **about})
             campaign.sources.set(sweep.sources.all())
             campaign.destinations.set(sweep.destinations.all())
             if pooled:
@@ -378,6 +383,21 @@ class Soak:
             name="soak", defaults={"email": "soak@localhost", "min_interval_minutes": 1, "active": True}
         )
         return made
+
+    def _fts_double(self):
+        """The FTS double, in this process, and the FtsInstance that points at it."""
+        from campaigns.runs.engines.fts.models import FtsInstance
+        from tests.support.fts_double import FtsDouble
+
+        # FTS's optimizer decides every 60 s by default; 5 s keeps a soak's short steps moving.
+        token = secrets.token_urlsafe(24)  # the double asks for a bearer token, as FTS does
+        double = FtsDouble(token=token, optimizer_interval=5.0).start()
+        self.fts_instance, _ = FtsInstance.objects.update_or_create(
+            name="soak-fts-double",
+            defaults={"url": double.url, "bearer_token": token, "files_per_job": 4, "poll_seconds": 1.0,
+                      "notes": "benchmarks/soak.py: a double of FTS 3.14, in the soak's process."},
+        )  # fmt: skip
+        return double
 
     # -- the keeper: campaigns kept running, ended runs checked against the disks -------------
     def keep(self) -> None:
@@ -645,6 +665,8 @@ class Soak:
                 group.remove()
         if getattr(self, "supervisor", None) is not None:
             self.supervisor.stop_all(grace=3.0)
+        if getattr(self, "fts", None) is not None:
+            self.fts.stop()
         for door in getattr(self, "doors", {}).values():
             door.stop()
         if getattr(self, "tmpfs", None) is not None:
@@ -680,6 +702,10 @@ class Soak:
             "pairs": len({i.fault.pair for i in self.injected if i.fault.pair}),
             "runs_started": soak_runs.count(),
             "runs_by_state": dict(Counter(soak_runs.values_list("state", flat=True))),
+            "runs_by_campaign": {
+                name: dict(Counter(soak_runs.filter(campaign__name=name).values_list("state", flat=True)))
+                for name in sorted(set(soak_runs.values_list("campaign__name", flat=True)))
+            },
             "runs_live_after_drain": soak_runs.filter(state__in=LIVE).count(),
             "files_planned": transfers.count(),
             "transfers_by_state": dict(by_state),
@@ -843,6 +869,7 @@ def report_text(report: dict) -> str:
         + f" (total {sum(report['faults_by_kind'].values())}, {report['pairs']} pairs at once)",
         f"runs: {report['runs_started']} started; by state {report['runs_by_state']}; "
         f"live after the drain {report['runs_live_after_drain']}",
+        "runs by campaign: " + "; ".join(f"{k} {v}" for k, v in report.get("runs_by_campaign", {}).items()),
         f"files: {report['files_planned']} planned, {report['files_recorded']} recorded succeeded, "
         f"{report['files_on_disk_matching']} on disk with size and adler32 matching, {report['files_lost']} lost "
         f"{report['lost_detail']}, {report['recorded_twice']} recorded twice, {report['left_live']} left live, "
