@@ -16,6 +16,7 @@ from datetime import timedelta
 from celery import current_app
 from django.conf import settings
 from django.db.models import Q
+from django.db.models.functions import Now
 from django.utils import timezone
 
 from campaigns.models import ReadinessCheck, ReadinessGrid
@@ -28,7 +29,8 @@ WORKER_LOST = "worker lost"
 
 
 def _cutoff():
-    return timezone.now() - timedelta(seconds=settings.STORAGEOPS_RUN_LEASE_SECONDS)
+    # Heartbeats are written and judged by the database's clock, as runs' (campaigns.runs.leases).
+    return Now() - timedelta(seconds=settings.STORAGEOPS_RUN_LEASE_SECONDS)
 
 
 def take(check_id: int, executor: str) -> bool:
@@ -37,7 +39,7 @@ def take(check_id: int, executor: str) -> bool:
     now = timezone.now()
     return bool(
         ReadinessCheck.objects.filter(pk=check_id, state=State.QUEUED, cancel_requested_at__isnull=True).update(
-            state=State.RUNNING, executor=executor, heartbeat_at=now, started_at=now, last_updated=now
+            state=State.RUNNING, executor=executor, heartbeat_at=Now(), started_at=now, last_updated=now
         )
     )
 
@@ -47,7 +49,7 @@ def save(check_id: int, executor: str, **fields) -> bool:
     now = timezone.now()
     return bool(
         ReadinessCheck.objects.filter(pk=check_id, executor=executor, state=State.RUNNING).update(
-            heartbeat_at=now, last_updated=now, **fields
+            heartbeat_at=Now(), last_updated=now, **fields
         )
     )
 
@@ -89,8 +91,10 @@ def recover_lost_checks() -> list[int]:
     removal of its files to a transfers worker."""
     cutoff = _cutoff()
     ended = []
-    silent = ReadinessCheck.objects.filter(state=State.RUNNING).filter(
-        Q(heartbeat_at__lt=cutoff) | Q(heartbeat_at__isnull=True)
+    silent = (
+        ReadinessCheck.objects.filter(state=State.RUNNING)
+        .filter(Q(heartbeat_at__lt=cutoff) | Q(heartbeat_at__isnull=True))
+        .annotate(db_now=Now())
     )
     for check in silent:
         if _end_lost(check, cutoff):
@@ -100,7 +104,7 @@ def recover_lost_checks() -> list[int]:
 
 
 def _end_lost(check: ReadinessCheck, cutoff) -> bool:
-    silent_for = (timezone.now() - check.heartbeat_at).total_seconds() if check.heartbeat_at else 0
+    silent_for = (check.db_now - check.heartbeat_at).total_seconds() if check.heartbeat_at else 0
     said = f"no sign of life from {check.executor or 'its worker'} for {silent_for:.0f} s"
     steps = [
         {**s, "state": "failed", "stopped": True, "message": f"Ended mid-step: {WORKER_LOST} ({said})",

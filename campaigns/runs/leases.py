@@ -2,6 +2,12 @@
 
 A driver that goes silent for longer than the lease loses the run to the next worker that
 asks, which resumes it from its rows alone. No row locks: a lost race is a row count of 0.
+
+Heartbeats are written, and judged, by the database's clock (SQL now()), never a worker's: the
+workers run on other hosts, and a worker whose clock ran behind by more than the lease (a
+stepped clock, an NTP correction, a host without NTP) wrote heartbeats that every other worker
+read as stale, and had its live run taken from it; one ahead held a dead driver's run for as
+long as its clock was ahead.
 """
 
 from __future__ import annotations
@@ -13,7 +19,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db.models import Q
-from django.utils import timezone
+from django.db.models.functions import Now
 
 from campaigns.choices import ACTIVE_RUN_STATES
 from campaigns.models import Run
@@ -26,7 +32,8 @@ def lease_holder_id() -> str:
 
 
 def _lease_cutoff():
-    return timezone.now() - timedelta(seconds=settings.STORAGEOPS_RUN_LEASE_SECONDS)
+    """The heartbeat older than which a lease is free, as an SQL expression (the database's clock)."""
+    return Now() - timedelta(seconds=settings.STORAGEOPS_RUN_LEASE_SECONDS)
 
 
 def acquire_lease(run_id: int, executor: str) -> bool:
@@ -34,13 +41,13 @@ def acquire_lease(run_id: int, executor: str) -> bool:
     return bool(
         Run.objects.filter(pk=run_id, state__in=ACTIVE_RUN_STATES)
         .filter(Q(executor="") | Q(heartbeat_at__lt=_lease_cutoff()) | Q(executor=executor))
-        .update(executor=executor, heartbeat_at=timezone.now())
+        .update(executor=executor, heartbeat_at=Now())
     )
 
 
 def renew_lease(run_id: int, executor: str, **fields) -> bool:
     """Heartbeat (and progress fields); False means another driver took the run over."""
-    return bool(Run.objects.filter(pk=run_id, executor=executor).update(heartbeat_at=timezone.now(), **fields))
+    return bool(Run.objects.filter(pk=run_id, executor=executor).update(heartbeat_at=Now(), **fields))
 
 
 def stale_run_ids() -> list[int]:

@@ -156,6 +156,27 @@ def test_a_second_driver_does_not_steal_a_live_run():
     assert run.state == RunState.PENDING and run.executor == "someone-else"
 
 
+def test_a_driver_whose_clock_is_an_hour_off_keeps_its_run_and_loses_it_only_when_silent(monkeypatch, settings):
+    """Leases live on the database's clock: a worker whose own clock runs an hour behind (a
+    stepped clock, a host without NTP) still holds its run while it beats, and one an hour ahead
+    cannot keep a silent driver's run from the others."""
+    from django.utils import timezone
+
+    campaign = mock_campaign(file_count=20, dst_query="time=1", concurrency_steps=[2])
+    run = runs.create_run(campaign, trigger="command")
+    real_now = timezone.now
+    monkeypatch.setattr(timezone, "now", lambda: real_now() - timedelta(hours=1))
+    assert runs.acquire_lease(run.pk, "behind") and runs.renew_lease(run.pk, "behind")
+    monkeypatch.setattr(timezone, "now", lambda: real_now() + timedelta(hours=1))
+    assert runs.stale_run_ids() == [] and not runs.acquire_lease(run.pk, "ahead")
+    # Silent for longer than the lease, by the database's clock: free, whatever the clocks say.
+    silent = timedelta(seconds=settings.STORAGEOPS_RUN_LEASE_SECONDS + 5)
+    Run.objects.filter(pk=run.pk).update(heartbeat_at=real_now() - silent)
+    monkeypatch.setattr(timezone, "now", lambda: real_now() - timedelta(hours=1))
+    assert runs.stale_run_ids() == [run.pk] and runs.acquire_lease(run.pk, "rescuer")
+    assert not runs.renew_lease(run.pk, "behind")
+
+
 def test_a_run_is_resumed_from_its_rows_after_its_driver_vanished(settings):
     """A driver that died mid-run leaves active rows; the next driver retries exactly those."""
     campaign = mock_campaign(file_count=40, concurrency_steps=[4])
