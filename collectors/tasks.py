@@ -13,6 +13,7 @@ from celery import shared_task
 from celery.exceptions import WorkerLostError
 from celery.signals import task_failure, worker_ready, worker_shutdown, worker_shutting_down
 from django.conf import settings
+from django.db import connection
 
 from collectors import hosttest_series, hosttests, node_exporter, outages, worker_lives
 from collectors.models import Host
@@ -90,7 +91,12 @@ def _record_worker_life(sender=None, **kwargs) -> None:
     # Every worker (the site's, a collector, a pool client): any may be killed outright.
     node = getattr(sender, "hostname", None)
     if node:
-        worker_lives.started(node)
+        try:
+            worker_lives.started(node)
+        finally:
+            # The main process holds no connection otherwise: one left open here would sit idle
+            # on the database for the worker's whole life.
+            connection.close()
         worker_lives.start_beating(node)
 
 

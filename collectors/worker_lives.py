@@ -26,6 +26,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from django.conf import settings
+from django.db import connection
 
 from collectors.choices import EventKind
 from collectors.events import log_event
@@ -134,6 +135,7 @@ def start_beating(node: str) -> None:
                 pass  # removed by a clean shutdown under way
             if _pending:
                 flush()
+                connection.close()  # this thread's own: not left idle between beats
 
     threading.Thread(target=beat, name="worker-alive", daemon=True).start()
 
