@@ -30,6 +30,7 @@ from django.db import connection
 
 from collectors.choices import EventKind
 from collectors.events import log_event
+from collectors.probes import procfs
 
 log = logging.getLogger(__name__)
 BEAT_SECONDS = 10.0
@@ -50,13 +51,9 @@ def _file(node: str) -> Path:
 
 
 def process_start(pid: int) -> int | None:
-    """The process's start time in clock ticks since boot (/proc), None when it is gone."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = text[text.rindex(")") + 2 :].split()
-    return None if fields[0] in ("Z", "X") else int(fields[19])
+    """The process's start time in clock ticks since boot, None when it is gone (or a zombie)."""
+    stat = procfs.proc_stat(pid)
+    return None if stat is None or stat.state in ("Z", "X") else stat.start_ticks
 
 
 def started(node: str, now: datetime | None = None) -> str | None:
