@@ -17,6 +17,7 @@ if [ "$purpose" = test ]; then
     packages+=(docker-compose)  # validates docker-compose.yml (no engine needed)
     packages+=(globus-gridftp-server-progs globus-proxy-utils)  # real gsiftp:// doors with GSI, and the proxy they accept
     packages+=(iproute2 socat)  # client-pool tests: each client in a network namespace on a bridge, database and broker relayed to it
+    packages+=(libfaketime)  # a real worker whose clock is an hour off (tests/campaigns/runs/test_clock_skew.py)
     packages+=(procps fio prometheus-node-exporter chromium strace poppler-utils)  # poppler-utils: the report test renders PDF pages to PNG; strace: a test checks children are vforked; host tests, node_exporter scrapes; browser tests (Playwright drives Debian's chromium)
 fi
 

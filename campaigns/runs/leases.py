@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 import uuid
 from datetime import timedelta
 
 from django.conf import settings
+from django.db import connection
 from django.db.models import Q
 from django.db.models.functions import Now
 
@@ -48,6 +50,20 @@ def acquire_lease(run_id: int, executor: str) -> bool:
 def renew_lease(run_id: int, executor: str, **fields) -> bool:
     """Heartbeat (and progress fields); False means another driver took the run over."""
     return bool(Run.objects.filter(pk=run_id, executor=executor).update(heartbeat_at=Now(), **fields))
+
+
+#: Seconds a driver's clock may differ from the database's before its run is told.
+CLOCK_SKEW_SECONDS = 2.0
+
+
+def clock_skew_seconds() -> float:
+    """This host's clock minus the database's (positive: ahead), from one round trip: the
+    copies' start and end times are this host's, the leases the database's."""
+    before = time.time()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT extract(epoch FROM clock_timestamp())")
+        database = float(cursor.fetchone()[0])
+    return (before + time.time()) / 2 - database
 
 
 def stale_run_ids() -> list[int]:

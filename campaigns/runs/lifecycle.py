@@ -80,6 +80,7 @@ class RunDriver:
             return "busy"
         # With who started it: its start event says so (_prepare).
         run = Run.objects.select_related("campaign", "started_by").get(pk=self.run_id)
+        self._check_clock(run)
         try:
             return self._drive(run)
         finally:
@@ -266,6 +267,21 @@ class RunDriver:
             # The run's record stands whatever happens to its clean-up.
             log.exception("run %s: clean-up failed", run.pk)
             return None
+
+    def _check_clock(self, run: Run) -> None:
+        """Say so on the run when this host's clock is off: its lease is safe (the database's
+        clock judges it), but the copies' times it records are off by as much."""
+        try:
+            skew = leases.clock_skew_seconds()
+        except DatabaseError:
+            return
+        if abs(skew) > leases.CLOCK_SKEW_SECONDS:
+            where = "ahead of" if skew > 0 else "behind"
+            self._incident(
+                run,
+                f"Driver {self.lease_holder}: this host's clock is {abs(skew):.0f} s {where} the database's; "
+                "the copy times it records for this run are off by as much (check its NTP)",
+            )
 
     def _incident(self, run: Run, summary: str) -> None:
         try:
