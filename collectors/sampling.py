@@ -20,6 +20,7 @@ from django.utils import timezone
 
 from collectors import live
 from collectors.events import log_event
+from collectors.failing import FailureLog
 from collectors.logtail import LogTailer, burst_threshold
 from collectors.models import Host, MetricSample
 from collectors.probes import procfs
@@ -282,6 +283,7 @@ class CollectorLoop(threading.Thread):
         collector: HostCollector | None = None
         config_stamp = None
         last_tick: float | None = None
+        failures = FailureLog(log, f"collector tick for {self.host_name}")
         while not self.stopping.is_set():
             started = time.monotonic()
             interval = 5.0
@@ -304,9 +306,10 @@ class CollectorLoop(threading.Thread):
                     last_tick = started
                     collector.tick()
                     self.ticks += 1
-            except Exception:
+                failures.worked()
+            except Exception as exc:  # noqa: BLE001 -- logged by FailureLog, with its traceback the first time
                 # The loop must outlive a database restart or a bad config: log and go on.
-                log.exception("collector tick for %s failed", self.host_name)
+                failures.failed(exc)
             wake = min(interval, live.live_interval())
             until_tick = interval - (time.monotonic() - last_tick) if last_tick is not None else wake
             self.stopping.wait(max(min(wake, until_tick), 0.1))
