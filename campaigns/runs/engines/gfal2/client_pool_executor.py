@@ -91,6 +91,8 @@ class ClientPoolExecutor:
         self.last_beat = self.last_state = 0.0
         self.judge_after = 0.0  # monotonic time before which no client is judged lost
         self.rebuilding: set[str] = set()  # clients whose jobs are checked at their first beat after a restart
+        # What the rebuild after an empty broker found, said once when every client has beaten.
+        self.rebuilt: dict | None = None
         self.handed_before: set[int] = set()  # the jobs handed out when the broker was found empty
         self.broker_restarts = 0
         self.loop_seen = time.monotonic()  # the driver's loop last asked for results
@@ -248,6 +250,7 @@ class ClientPoolExecutor:
         if fresh:
             # After the states were read: a result pushed before a client's beat is in `got`.
             self._rebuild(fresh)
+        self._report_rebuild()
         if not got and idle:
             time.sleep(IDLE_WAIT)
         self.recorder.add(got, out)
@@ -316,6 +319,8 @@ class ClientPoolExecutor:
             self.conn.delete(self.keys.state(name))
         self.judge_after = mono + REJOIN_SECONDS
         self.rebuilding = set(self.live)
+        # Emptied again before every client beat: one account of both.
+        self.rebuilt = self.rebuilt or {"gone": 0, "began": 0, "clients": []}
         self.handed_before = set(self.assigned)
         self.states = {}
         self._share_out(gate=f"{'hold' if self.gate_held_since is not None else 'open'}:{self.step}")
@@ -338,10 +343,22 @@ class ClientPoolExecutor:
         if began:
             message = "the broker (Redis) restarted empty after this copy began: its result was lost; copied again"
             retrying(self.run_id, store.note_lost_copies, self.run_id, self.lease_holder, began, message, "broker_lost")
+        if self.rebuilt is not None:
+            self.rebuilt["gone"] += len(gone)
+            self.rebuilt["began"] += len(began)
+            self.rebuilt["clients"] += fresh
+
+    def _report_rebuild(self) -> None:
+        """Say once what the broker's empty restart cost, when every live client has beaten since
+        (they beat at their own moments: one incident per client read as two losses)."""
+        if self.rebuilt is None or self.rebuilding & set(self.live):
+            return
+        gone, began, clients = self.rebuilt["gone"], self.rebuilt["began"], self.rebuilt["clients"]
+        self.rebuilt = None
         if gone:
             self._incident(
-                f"The broker (Redis) came back empty: {len(gone)} jobs of {', '.join(fresh)} lost with it "
-                f"({len(began)} begun, their results gone; {len(gone) - len(began)} not started) are handed out again"
+                f"The broker (Redis) came back empty: {gone} jobs of {', '.join(sorted(set(clients)))} lost with it "
+                f"({began} begun, their results gone; {gone - began} not started) are handed out again"
             )
 
     def _release_when_ready(self, mono: float) -> None:
