@@ -17,6 +17,8 @@ class EventKind(models.TextChoices):
     SERVICE_RESTART = "service_restart", "Service restart"
     # A watched daemon stopped by a signal (SIGSTOP): alive, holding its port, answering nothing.
     SERVICE_HUNG = "service_hung", "Service hung"
+    # A watched data filesystem with (almost) no room left: one event, given its end when room comes back.
+    DISK_FULL = "disk_full", "Disk full"
     REBOOT = "reboot", "Reboot"
     LOG_BURST = "log_burst", "Log burst"
     NOTE = "note", "Note"
@@ -36,7 +38,8 @@ class EventKind(models.TextChoices):
 
 # Kinds whose minutes are left out when an analysis trims around disturbances.
 DISTURBING_KINDS = (
-    EventKind.CONFIG_CHANGE, EventKind.SERVICE_RESTART, EventKind.SERVICE_HUNG, EventKind.REBOOT, EventKind.DEPLOY,
+    EventKind.CONFIG_CHANGE, EventKind.SERVICE_RESTART, EventKind.SERVICE_HUNG, EventKind.DISK_FULL, EventKind.REBOOT,
+    EventKind.DEPLOY,
 )  # fmt: skip
 
 

@@ -73,6 +73,8 @@ LABELLED_METRICS = {
     "disk.read_bps": "B/s",
     "disk.write_bps": "B/s",
     "log.matches": "",
+    "fs.free_bytes": "B",
+    "fs.size_bytes": "B",
 }
 SUMMED = ("log.matches",)
 

@@ -83,6 +83,12 @@ class Host(BaseModel):
     )
     watched_files = models.JSONField(default=list, blank=True, validators=[validate_path_list])
     watched_services = models.JSONField(default=list, blank=True, validators=[validate_services])
+    watched_filesystems = models.JSONField(
+        default=list,
+        blank=True,
+        validators=[validate_path_list],
+        help_text='Data folders whose free space is sampled; a full one is logged, e.g. ["/data/xrootd"].',
+    )
     log_files = models.JSONField(default=list, blank=True, validators=[validate_log_files])
     client_weight = models.PositiveSmallIntegerField(
         default=1,

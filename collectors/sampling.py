@@ -25,6 +25,7 @@ from collectors.logtail import LogTailer, burst_threshold
 from collectors.models import Host, MetricSample
 from collectors.probes import procfs
 from collectors.probes.rate_limits import rate_limits
+from collectors.space import SpaceWatch
 from collectors.watches import ServiceState, Watcher, resolve_service
 
 log = logging.getLogger(__name__)
@@ -219,6 +220,7 @@ class HostCollector:
         self.host = host
         self.sampler = Sampler(host)
         self.watcher = Watcher(host)
+        self.space = SpaceWatch(host)
         self.tailer = LogTailer(host.log_files)
 
     def tick(self) -> int:
@@ -229,6 +231,7 @@ class HostCollector:
         samples += self.sampler.sample(now, services)
         samples += self.watcher.check_services(now, services)
         self.watcher.check_files(now)
+        samples += self.space.check(now)
         samples += [
             MetricSample(host=self.host, metric="door.rate_limit_bps", label=name[:64], time=now, value=limit)
             for name, limit in rate_limits(self.watcher.file_texts()).items()
@@ -296,7 +299,7 @@ class CollectorLoop(threading.Thread):
                 if last_tick is None or started - last_tick >= interval - 0.05:
                     # An operator who edits the host (new files, services, logs) gets a fresh
                     # collector; its first tick is a baseline again.
-                    stamp = (host.watched_files, host.watched_services, host.log_files)
+                    stamp = (host.watched_files, host.watched_services, host.watched_filesystems, host.log_files)
                     if collector is None or stamp != config_stamp:
                         if collector is not None:
                             collector.close()

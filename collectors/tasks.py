@@ -110,7 +110,11 @@ def _end_worker_life(sender=None, **kwargs) -> None:
 @task_failure.connect
 def _pool_process_lost(sender=None, task_id=None, exception=None, **kwargs) -> None:
     if isinstance(exception, WorkerLostError):
-        worker_lives.pool_process_lost(getattr(sender, "name", "?"), task_id or "?", exception)
+        # Told in the main process, which holds no connection otherwise (see _record_worker_life).
+        try:
+            worker_lives.pool_process_lost(getattr(sender, "name", "?"), task_id or "?", exception)
+        finally:
+            connection.close()
 
 
 @worker_shutting_down.connect

@@ -42,9 +42,10 @@ def door_restart(server: XRootDServer):
 
 
 def door_watches(server: XRootDServer) -> dict:
-    """What a demo door's collector watches: its config, its daemon, its log."""
+    """What a demo door's collector watches: its config, its daemon, its data folder's room, its log."""
     return {
         "watched_files": [str(server.config_path)],
         "watched_services": [{"name": "xrootd", "pidfile": str(server.xrootd_pidfile)}],
+        "watched_filesystems": [str(server.data_dir)],
         "log_files": [{"path": str(server.log_path)}],
     }

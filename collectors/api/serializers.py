@@ -26,6 +26,7 @@ class HostSerializer(BaseModelSerializer):
             "sample_interval",
             "watched_files",
             "watched_services",
+            "watched_filesystems",
             "log_files",
             "collector_version",
             "last_seen",

@@ -373,8 +373,9 @@
   /* ---- Labelled series: a daemon's CPU, each disk, each log pattern -------------------- */
 
   /* Datasets of a canvas asking for data-labelled="metric[,metric]" from a {metric: {name: points}}
-     map. data-limit names the daemon's allowed cores (proc.cpus_allowed) or its cgroup quota
-     (proc.cpu_quota_cores, which wins where set): drawn dashed at ×100 %, the CPU it may use. */
+     map. data-limit names each series' ceiling, drawn dashed: a daemon's allowed cores
+     (proc.cpus_allowed) or its cgroup quota (proc.cpu_quota_cores, which wins where set) at
+     ×100 %, the CPU it may use; any other metric (a filesystem's size) as it is. */
   function labelledSets(c, labelled) {
     var metrics = c.getAttribute("data-labelled").split(",");
     var unit = c.getAttribute("data-unit") || "";
@@ -391,13 +392,16 @@
     });
     var limit = c.getAttribute("data-limit");
     if (limit && sets.length) {
-      var quota = (labelled || {})["proc.cpu_quota_cores"] || {}, allowed = (labelled || {})[limit] || {};
+      var cpu = limit === "proc.cpus_allowed";
+      var quota = cpu ? (labelled || {})["proc.cpu_quota_cores"] || {} : {}, allowed = (labelled || {})[limit] || {};
       Object.keys(allowed).forEach(function (name) {
         var source = quota[name] || allowed[name];
         var last = source[source.length - 1][1];
-        sets.push({ label: name + " may use (" + last + (quota[name] ? " core quota)" : " cores)"),
-          data: source.map(function (p) { return { x: p[0], y: p[1] * 100 }; }),
-          borderColor: "#94a3b8", backgroundColor: "#94a3b8", borderDash: [6, 4], pointRadius: 0, borderWidth: 1, unit: "%" });
+        var label = !cpu ? name + " size" : name + " may use (" + last + (quota[name] ? " core quota)" : " cores)");
+        sets.push({ label: label,
+          data: source.map(function (p) { return { x: p[0], y: cpu ? p[1] * 100 : p[1] }; }),
+          borderColor: "#94a3b8", backgroundColor: "#94a3b8", borderDash: [6, 4], pointRadius: 0, borderWidth: 1,
+          unit: cpu ? "%" : unit });
       });
     }
     return sets;
