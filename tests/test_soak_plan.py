@@ -60,8 +60,29 @@ def test_a_killed_worker_or_client_is_recorded_by_its_death_event_dated_when_las
                 "host__name": None, "run_id": None, "detail": ""}  # fmt: skip
 
     worker, client = Fault(0, "worker_kill", "worker", 0), Fault(0, "client_kill", "client-pool-a", 0)
-    assert _records(worker, began, ended, [lost("soak@box", 8)], {})
-    assert not _records(worker, began, ended, [lost("client-pool-a@box", 8)], {})
-    assert not _records(worker, began, ended, [lost("soak@box", 60)], {}), "a death long before is another's"
-    assert _records(client, began, ended, [lost("client-pool-a@box", 8)], {})
-    assert not _records(client, began, ended, [lost("client-pool-b@box", 8)], {})
+    assert _records(worker, began, ended, [lost("soak@box", 8)])
+    assert not _records(worker, began, ended, [lost("client-pool-a@box", 8)])
+    assert not _records(worker, began, ended, [lost("soak@box", 60)]), "a death long before is another's"
+    assert _records(client, began, ended, [lost("client-pool-a@box", 8)])
+    assert not _records(client, began, ended, [lost("client-pool-b@box", 8)])
+
+
+def test_a_fill_is_recorded_by_its_door_collectors_disk_full_event_not_by_copy_errors():
+    from datetime import UTC, datetime, timedelta
+
+    from benchmarks.soak import Fault, _records
+
+    began = datetime(2026, 11, 29, 3, 0, tzinfo=UTC)
+    ended = began + timedelta(seconds=60)
+
+    def event(kind: str, host: str | None, summary: str, seconds_after: float) -> dict:
+        return {"time": began + timedelta(seconds=seconds_after), "kind": kind, "summary": summary,
+                "host__name": host, "run_id": None, "detail": ""}  # fmt: skip
+
+    fill = Fault(0, "door_full", "door2", 60)
+    full = event("disk_full", "door2", "No space left on door2:/var/soak/doors/door2/data for 61 s: …", 0.8)
+    copies = event("run_incident", None, "No space left on root://127.0.0.1:40001: 8 copies failed …", 3)
+    assert _records(fill, began, ended, [full, copies]) == [full["summary"]]
+    assert not _records(fill, began, ended, [copies]), "the copies' episode is the copies' story"
+    assert not _records(fill, began, ended, [{**full, "host__name": "door1"}])
+    assert not _records(fill, began, ended, [{**full, "time": began - timedelta(seconds=30)}]), "an earlier fill's"
