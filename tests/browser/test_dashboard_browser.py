@@ -5,6 +5,7 @@ and the comparison page are written to docs/screenshots/."""
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from pathlib import Path
@@ -145,7 +146,7 @@ def test_host_page_draws_real_samples_with_events(page, live_server, admin_user)
     from collectors.models import Host
     from collectors.sampling import HostCollector
 
-    host = Host.objects.create(name="this-machine", address="127.0.0.1")
+    host = Host.objects.create(name="this-machine", address="127.0.0.1", watched_filesystems=["/"])
     collector = HostCollector(host)
     # Rates need two readings: this machine's own /proc, sampled for real.
     for _ in range(3):
@@ -164,6 +165,20 @@ def test_host_page_draws_real_samples_with_events(page, live_server, admin_user)
         ".options.plugins.annotation.annotations).length"
     )
     assert annotations == 1
+    # The root filesystem's room, against what statvfs says now; its size dashed at its value.
+    page.wait_for_function(
+        "() => { const c = document.querySelector('[data-labelled=\"fs.free_bytes\"]')._chart;"
+        " return c && c.data.datasets.length === 2; }"
+    )
+    drawn = page.evaluate(
+        "() => document.querySelector('[data-labelled=\"fs.free_bytes\"]')._chart.data.datasets"
+        ".map(d => [d.label, d.data[d.data.length - 1].y, !!d.borderDash])"
+    )
+    st = os.statvfs("/")
+    (free_label, free, free_dashed), (size_label, size, size_dashed) = drawn
+    assert (free_label, size_label, free_dashed, size_dashed) == ("/", "/ size", False, True), drawn
+    assert size == st.f_blocks * st.f_frsize, drawn
+    assert abs(free - st.f_bavail * st.f_frsize) < 0.05 * size, drawn
     assert "xrootd.chksum max 16 -&gt; 48" in page.content() or "xrootd.chksum max 16 -> 48" in page.inner_text("main")
     page.screenshot(path=str(SCREENSHOTS / "host-page.png"), full_page=True)
     assert page.js_errors == []
