@@ -16,6 +16,6 @@ class AlertsConfig(AppConfig):
         routes.register_viewset("alert-subscriptions", "alerts.api.SubscriptionViewSet")
         routes.register_viewset("alert-deliveries", "alerts.api.DeliveryViewSet")
         # The moments the lower apps tell (storageops.alerting), each heard by a task of ours.
-        for moment in ("run_finished", "run_stalled", "readiness_grid_failed"):
+        for moment in ("run_finished", "run_stalled", "readiness_grid_failed", "disk_full"):
             alerting.listen(moment, f"alerts.{moment}")
         schedules.register("StorageOps: alert on collectors gone silent", "alerts.collectors_silent", 60)

@@ -23,6 +23,7 @@ class AlertKind(models.TextChoices):
     # Sent to the subscriptions of regression: whoever was told a door slowed is told it is back.
     RECOVERED = "recovered", "a run back within its band after a regression"
     READINESS_FAILED = "readiness_failed", "a daily readiness grid with a check that did not pass"
+    DISK_FULL = "disk_full", "a host's data filesystem full"
 
 
 # Kinds a subscription does not name: a test is the test button's, a recovery goes with regression.
@@ -32,7 +33,7 @@ NOT_SUBSCRIBABLE = (AlertKind.TEST, AlertKind.RECOVERED)
 def default_kinds() -> list[str]:
     return [
         AlertKind.REGRESSION, AlertKind.RUN_FAILED, AlertKind.STALL, AlertKind.COLLECTOR_SILENT,
-        AlertKind.READINESS_FAILED,
+        AlertKind.READINESS_FAILED, AlertKind.DISK_FULL,
     ]  # fmt: skip
 
 

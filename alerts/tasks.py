@@ -6,6 +6,7 @@ from celery import shared_task
 
 from alerts import triggers
 from campaigns.models import ReadinessGrid, Run
+from collectors.models import Event
 
 
 @shared_task(name="alerts.run_finished", ignore_result=True, soft_time_limit=120, time_limit=150)
@@ -27,3 +28,9 @@ def collectors_silent() -> int:
 def readiness_grid_failed(grid_id: int) -> int:
     # Sent by name when the last check of a scheduled readiness grid ended and one did not pass.
     return len(triggers.readiness_grid_failed(ReadinessGrid.objects.get(pk=grid_id)))
+
+
+@shared_task(name="alerts.disk_full", ignore_result=True, soft_time_limit=120, time_limit=150)
+def disk_full(event_id: int) -> int:
+    # Told by a host's collector when a watched filesystem fills up.
+    return len(triggers.disk_full(Event.objects.select_related("host").get(pk=event_id)))

@@ -1,5 +1,5 @@
 """What deserves an alert: a finished run that regressed against its history, a scheduled run
-that did not finish every transfer, a stall, a host's collector gone silent."""
+that did not finish every transfer, a stall, a host's collector gone silent, a door's disk full."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from django.utils import timezone
 from alerts import delivery
 from alerts.models import AlertKind, Delivery
 from campaigns.models import ReadinessGrid, Run
-from collectors.models import Host
+from collectors.models import Event, Host
 from storageops.templatetags.storageops import in_unit
 
 
@@ -103,3 +103,16 @@ def collectors_silent(now: datetime | None = None) -> list:
         )
         sent += delivery.notify(AlertKind.COLLECTOR_SILENT, f"Collector on {host.name} silent", body, host=host)
     return sent
+
+
+def disk_full(event: Event) -> list:
+    """A watched data filesystem filled up (its collector's event): every copy writing to it
+    fails with "no space" until room is made. Told once per event, to the site-wide
+    subscriptions (a door serves many campaigns)."""
+    host = event.host
+    body = (
+        f"{event.summary} (seen {event.time:%Y-%m-%d %H:%M:%S} UTC).\n"
+        f"Copies writing to it fail with 'no space' until room is made; the event gets its end when there is.\n"
+        f"{settings.STORAGEOPS_BASE_URL}{host.get_absolute_url()}"
+    )
+    return delivery.notify(AlertKind.DISK_FULL, f"Disk full on {host.name}", body, host=host)

@@ -19,6 +19,7 @@ from django.db.models.functions import Concat
 from collectors.choices import EventKind
 from collectors.events import log_event
 from collectors.models import Event, Host, MetricSample
+from storageops import alerting
 from storageops.units import human_bytes
 
 #: Full: less room left than this share of the filesystem, or than FULL_BYTES_CAP on a big one
@@ -118,6 +119,7 @@ class SpaceWatch:
                 detail=f"free space below {human_bytes(current.full_mark)} (the full mark) at {now.isoformat()}",
             )  # fmt: skip
             self._full[path] = _Full(event.pk, now, current.free)
+            alerting.tell("disk_full", event.pk)
         elif full is not None and current.roomy:
             del self._full[path]
             seconds = (now - full.since).total_seconds()

@@ -20,6 +20,7 @@ MOMENTS = {
     "run_finished": "a run ended (its id)",
     "run_stalled": "a live run made no progress (its id, what was seen)",
     "readiness_grid_failed": "a scheduled readiness grid ended with a check that did not pass (its id)",
+    "disk_full": "a host's watched filesystem filled up (its event's id)",
 }
 
 _listeners: dict[str, list[str]] = {}

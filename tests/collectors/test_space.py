@@ -127,3 +127,39 @@ def test_a_missing_filesystem_is_left_unsampled(make_host, tmp_path):
     HostCollector(host).tick()
     assert not MetricSample.objects.filter(host=host, metric__startswith="fs.").exists()
     assert not _events(host)
+
+
+def test_a_full_disk_is_told_once_to_the_site_and_mailed_with_its_host_page(
+    make_host, small_disk, mailbox, monkeypatch
+):
+    """The collector tells the moment once per fill (not every tick while full); the alerts app
+    hears it and mails the site-wide subscriptions, as it does a silent collector."""
+    from alerts.models import Delivery, Subscription
+    from alerts.tasks import disk_full
+    from storageops import alerting
+    from tests.support.factories import mock_campaign
+
+    told = []
+    monkeypatch.setattr(alerting, "tell", lambda moment, *args: told.append((moment, *args)))
+    Subscription.objects.create(name="site", email="site@example.org", min_interval_minutes=0)
+    Subscription.objects.create(name="one", email="one@example.org", campaign=mock_campaign("c1"))
+    assert alerting.listeners("disk_full") == ["alerts.disk_full"]
+    host = make_host(watched_filesystems=[str(small_disk)])
+    collector = HostCollector(host)
+    filler = _fill(small_disk)
+    collector.tick()
+    time.sleep(1.1)
+    collector.tick()
+    [full] = _events(host)
+    assert told == [("disk_full", full.pk)]
+    assert disk_full.name == "alerts.disk_full"
+    disk_full(full.pk)  # what the control worker runs when told
+    [sent] = Delivery.objects.all()
+    assert (sent.kind, sent.host_id, sent.subscription.name, sent.state) == ("disk_full", host.pk, "site", "sent")
+    [(_, to, mail)] = mailbox.messages
+    assert "site@example.org" in str(to) and "one@example.org" not in str(to)
+    assert f"Subject: [StorageOps] Disk full on {host.name}" in mail and full.summary in mail
+    assert f"https://storageops.example.org{host.get_absolute_url()}" in mail
+    filler.unlink()
+    collector.tick()
+    assert told == [("disk_full", full.pk)], "room again is not a second alert"
