@@ -673,20 +673,22 @@ class Soak:
     def stop(self) -> None:
         import subprocess
 
-        for item in self.injected:
-            group = item.state.get("group")
-            if group is not None:
-                group.remove()
+        # Each step whatever the one before it did: a mount or a server left behind outlives us.
+        steps = [lambda: [item.state["group"].remove() for item in self.injected if "group" in item.state]]
         if getattr(self, "supervisor", None) is not None:
-            self.supervisor.stop_all(grace=3.0)
+            steps.append(lambda: self.supervisor.stop_all(grace=3.0))
         if getattr(self, "fts", None) is not None:
-            self.fts.stop()
-        for door in getattr(self, "doors", {}).values():
-            door.stop()
+            steps.append(self.fts.stop)
+        steps += [door.stop for door in getattr(self, "doors", {}).values()]
         if getattr(self, "tmpfs", None) is not None:
-            subprocess.run(["umount", "-l", str(self.tmpfs)], check=False)
+            steps.append(lambda: subprocess.run(["umount", "-l", str(self.tmpfs)], check=False))
         if getattr(self, "services", None) is not None:
-            self.services.stop()
+            steps.append(self.services.stop)
+        for step in steps:
+            try:
+                step()
+            except BaseException as exc:  # noqa: BLE001 -- a second Ctrl-C still lets the rest run
+                _say(f"stopping: {exc!r}; going on")
 
     # -- the report ------------------------------------------------------------------------------
     def report(self) -> dict:

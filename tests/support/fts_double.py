@@ -209,8 +209,16 @@ class FtsDouble:
     def stop(self) -> None:
         self._stop.set()
         with self.lock:
-            for ctx in self._contexts.values():
-                ctx.cancel()
+            contexts = list(self._contexts.values())
+        # Not under the lock, and not waited for without end: gfal2's cancel waits for the copy to
+        # let go, and a copy that ends takes the lock to write its record (a deadlock held the
+        # soak's exit on a hung door); a copy stuck on a stopped door may not let go at all.
+        cancels = [threading.Thread(target=ctx.cancel, daemon=True, name="fts-double-stop") for ctx in contexts]
+        for cancel in cancels:
+            cancel.start()
+        deadline = time.monotonic() + 10
+        for cancel in cancels:
+            cancel.join(max(deadline - time.monotonic(), 0))
         if self._server:
             self._server.shutdown()
             self._server.server_close()
