@@ -33,6 +33,7 @@ import contextlib
 import json
 import os
 import random
+import re
 import secrets
 import signal
 import statistics
@@ -761,6 +762,8 @@ class Soak:
         out["recovery_s"] = round((first - ended).total_seconds(), 1) if first else None
         since = began - timedelta(seconds=last_alive_seconds())
         window = Event.objects.filter(time__gte=since, time__lte=ended + timedelta(seconds=300))
+        if fault.kind == "door_full":  # a disk full since an earlier fill carries this one too
+            window |= Event.objects.filter(kind="disk_full", time__gte=began - timedelta(hours=1), time__lt=since)
         events = list(window.values("time", "kind", "summary", "host__name", "run_id", "detail"))
         out["events"] = [
             {"time": e["time"].isoformat(), "kind": e["kind"], "summary": e["summary"], "host": e["host__name"]}
@@ -845,7 +848,10 @@ def _records(fault: Fault, began: datetime, ended: datetime, events: list[dict])
             # The door's collector sees its data folder full: one event with the fill's length,
             # whether or not a copy met it. The copies' "No space left on root://…" episode is
             # the copies' story (as deadlines are a hang's).
-            hit = event["kind"] == "disk_full" and event["host__name"] == fault.target and within(event, 1, 300)
+            # A fill that begins while the disk is still full of the one before (freed for less
+            # than a collector's sample) is that event's too: the disk was never seen with room.
+            ours = event["kind"] == "disk_full" and event["host__name"] == fault.target
+            hit = ours and (within(event, 1, 300) or (event["time"] < began and _open_at(event, began)))
         elif kind == "client_kill":
             # The driver sees its copies lost, if it held any; the client, started again, says
             # it died either way (its node is client-<host>@<machine>).
@@ -866,6 +872,13 @@ def _records(fault: Fault, began: datetime, ended: datetime, events: list[dict])
         if hit:
             found.append(summary)
     return found
+
+
+def _open_at(event: dict, moment: datetime) -> bool:
+    """Whether a collector's episode event (a full disk) was still open at ``moment``: not yet
+    given its end, or ended after it (its detail says "ended <ISO time>, after …")."""
+    found = re.search(r"\nended (\S+?),", event["detail"] or "")
+    return found is None or datetime.fromisoformat(found.group(1)) >= moment
 
 
 def report_text(report: dict) -> str:

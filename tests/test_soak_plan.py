@@ -85,4 +85,29 @@ def test_a_fill_is_recorded_by_its_door_collectors_disk_full_event_not_by_copy_e
     assert _records(fill, began, ended, [full, copies]) == [full["summary"]]
     assert not _records(fill, began, ended, [copies]), "the copies' episode is the copies' story"
     assert not _records(fill, began, ended, [{**full, "host__name": "door1"}])
-    assert not _records(fill, began, ended, [{**full, "time": began - timedelta(seconds=30)}]), "an earlier fill's"
+    earlier = {
+        **full,
+        "time": began - timedelta(seconds=90),
+        "detail": f"…\nended {(began - timedelta(seconds=20)).isoformat()}, after 70 s",
+    }
+    assert not _records(fill, began, ended, [earlier]), "an earlier fill's, over before this one"
+
+
+def test_a_fill_begun_before_the_collector_saw_room_is_recorded_by_the_open_event():
+    """Two fills 5 s apart on a collector that samples every 5 s: one disk_full event carries
+    both, and the second fill is recorded by it, not counted as missing."""
+    from datetime import UTC, datetime, timedelta
+
+    from benchmarks.soak import Fault, _records
+
+    first = datetime(2026, 11, 29, 3, 22, 22, tzinfo=UTC)
+    began, ended = first + timedelta(seconds=73), first + timedelta(seconds=140)
+    fill = Fault(0, "door_full", "door2", 67)
+    event = {"time": first + timedelta(seconds=1), "kind": "disk_full", "host__name": "door2", "run_id": None,
+             "summary": "No space left on door2:/d: 0 B free of 50.3 MB",
+             "detail": "free space below 503 kB (the full mark) at …"}  # fmt: skip
+    assert _records(fill, began, ended, [event]) == [event["summary"]]
+    closed = f"{event['detail']}\nended {(first + timedelta(seconds=141)).isoformat()}, after 140.0 s"
+    assert _records(fill, began, ended, [{**event, "detail": closed}])
+    gone = f"{event['detail']}\nended {(first + timedelta(seconds=70)).isoformat()}, after 69.0 s"
+    assert not _records(fill, began, ended, [{**event, "detail": gone}]), "room was seen between the fills"
