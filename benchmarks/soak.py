@@ -295,9 +295,13 @@ class Soak:
 
     # -- set-up: everything through devsite, started from this (main) thread, which they die with
     def start_services(self) -> None:
-        from devsite.services import ServiceDirs, Services, secrets_key_env
+        from devsite.services import ServiceDirs, Services, claim, secrets_key_env
 
-        self.services = Services(ServiceDirs(self.var, "soak"), durable=True, say=_say)
+        dirs = ServiceDirs(self.var, "soak")
+        # Held for the soak's life: a `devsite.launch --set soak` (to read its database) would
+        # otherwise take its PostgreSQL and Redis for a crashed launcher's and stop them.
+        self.claimed = claim(dirs)
+        self.services = Services(dirs, durable=True, say=_say)
         self.services.start()
         os.environ.update(self.services.env())
         os.environ.update(secrets_key_env(self.var))
@@ -685,6 +689,8 @@ class Soak:
             steps.append(lambda: subprocess.run(["umount", "-l", str(self.tmpfs)], check=False))
         if getattr(self, "services", None) is not None:
             steps.append(self.services.stop)
+        if getattr(self, "claimed", None) is not None:
+            steps.append(lambda: self.claimed.unlink(missing_ok=True))
         for step in steps:
             try:
                 step()

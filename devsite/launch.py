@@ -27,15 +27,13 @@ import sys
 import time
 
 from devsite.processes import (
-    PidFile,
     dying_with_parent,
     guard_group,
     release_group,
     set_parent_death_signal,
     take_stop_signals,
 )
-from devsite.services import LAUNCHER, ServiceDirs, ServiceError, Services, default_var_dir, secrets_key_env
-from devsite.supervisor import Leftovers
+from devsite.services import ServiceDirs, ServiceError, Services, claim, default_var_dir, secrets_key_env
 
 _FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -125,16 +123,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     launcher = Launcher(services, args.command)
     handlers = {sig: signal.signal(sig, launcher._on_signal) for sig in _FORWARDED}
-    pid_file = dirs.pid_dir / f"{LAUNCHER}.pid"
-    earlier = Leftovers.find(dirs.pid_dir, LAUNCHER)
-    if earlier.supervisor_running:
-        _say(
-            f"A launcher of the {args.set!r} servers is already running with this var folder "
-            f"({dirs.var_dir}) as pid {earlier.supervisor.pid}: stop it first, or use another STORAGEOPS_VAR_DIR."
-        )
+    try:
+        pid_file = claim(dirs)
+    except ServiceError as exc:
+        _say(str(exc))
         return 1
-    dirs.pid_dir.mkdir(parents=True, exist_ok=True)
-    PidFile.record(pid_file, LAUNCHER, os.getpid())
     try:
         return launcher.run()
     except ServiceError as exc:

@@ -434,6 +434,24 @@ def _stop_pid(pid: int, sig: int, grace: float = 15.0) -> None:
             time.sleep(0.05)
 
 
+def claim(dirs: ServiceDirs) -> Path:
+    """Record this process as the one launcher of the set; the pid file to remove at the end.
+
+    Refused (ServiceError) while another live process holds it: the next start takes whatever
+    servers it finds recorded for a leftover of a crashed launcher and stops them, and they
+    would be a running site's (or a soak's) database and broker."""
+    pid_file = dirs.pid_dir / f"{LAUNCHER}.pid"
+    earlier = Leftovers.find(dirs.pid_dir, LAUNCHER)
+    if earlier.supervisor_running:
+        raise ServiceError(
+            f"A launcher of the {dirs.name!r} servers is already running with this var folder "
+            f"({dirs.var_dir}) as pid {earlier.supervisor.pid}: stop it first, or use another STORAGEOPS_VAR_DIR."
+        )
+    dirs.pid_dir.mkdir(parents=True, exist_ok=True)
+    PidFile.record(pid_file, LAUNCHER, os.getpid())
+    return pid_file
+
+
 class Services:
     """The set of own servers one launcher needs: PostgreSQL, Redis, or both."""
 

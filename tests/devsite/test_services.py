@@ -198,3 +198,29 @@ def test_two_launchers_with_their_own_var_folders_run_side_by_side(tmp_path, var
     finally:
         for launcher in launchers:
             launcher.stop()
+
+
+_HOLDER = (
+    "import json, sys, time; from pathlib import Path; from devsite.services import ServiceDirs, Services, claim;"
+    "dirs = ServiceDirs(Path(sys.argv[1]), 'soak'); claim(dirs);"
+    "s = Services(dirs, durable=False, say=print); s.start();"
+    "print(json.dumps(s.env()), flush=True); time.sleep(600)"
+)
+
+
+def test_servers_held_by_a_live_process_other_than_the_launcher_are_never_taken_for_leftovers(tmp_path, var_dir):
+    """A soak holds its own set of servers; a `devsite.launch --set soak` to read its database
+    stopped them as a crashed launcher's leftovers, mid-soak. Claimed, they are refused to it."""
+    holder = ManagedProcess("holder", [PYTHON, "-c", _HOLDER, str(var_dir)], _launcher_env(var_dir), tmp_path, cwd=ROOT)
+    holder.start()
+    try:
+        holder.wait_for_log("DATABASE_URL", timeout=120)
+        urls = json.loads(next(line for line in holder.log_text().splitlines() if line.startswith("{")))
+        again = subprocess.run([PYTHON, "-m", "devsite.launch", "--set", "soak", "--", "true"], cwd=ROOT,
+                               capture_output=True, text=True, env=_launcher_env(var_dir), timeout=60)  # fmt: skip
+        assert again.returncode == 1, again.stderr
+        assert f"already running with this var folder ({var_dir}) as pid {holder.pid}" in again.stderr
+        assert "left postgres running" not in again.stderr
+        _answers(urls)
+    finally:
+        holder.stop()
