@@ -80,7 +80,7 @@ class SpaceWatch:
 
     def check(self, now: datetime) -> list[MetricSample]:
         samples = []
-        for path in self.host.watched_filesystems:
+        for path in self.host.watched_filesystems or ():
             current = space(path)
             if current is None:
                 continue

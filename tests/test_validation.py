@@ -112,6 +112,8 @@ def test_valid_sweep_and_mix():
         ({"node_exporter_url": "ftp://door1:9100/metrics"}, "node_exporter_url"),
         ({"sample_interval": 0}, "sample_interval"),
         ({"watched_files": ["etc/xrootd.cfg"]}, "watched_files"),
+        ({"watched_filesystems": ["data/xrootd"]}, "watched_filesystems"),
+        ({"watched_filesystems": "/data/xrootd"}, "watched_filesystems"),
         ({"watched_services": [{"name": "xrootd"}]}, "watched_services"),
         ({"watched_services": [{"name": "x", "process": "xrootd", "command": "rm -rf /"}]}, "watched_services"),
         ({"log_files": [{"path": "/var/log/x.log", "patterns": {"bad": "([unclosed"}}]}, "log_files"),
