@@ -27,7 +27,8 @@ def register_demo_site(
 
     `doors` maps a door name to its root:// URL prefix; ports may change between launches,
     so existing endpoints are updated rather than duplicated. `watches` maps a door name to
-    what its collector watches (Host fields watched_files, watched_services, log_files).
+    what its collector watches (Host fields watched_files, watched_services, watched_filesystems,
+    log_files).
     """
     endpoints = []
     for letter, (door, url) in zip("ab", sorted(doors.items()), strict=False):
