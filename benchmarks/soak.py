@@ -87,6 +87,13 @@ OOM_MARGIN = 1 << 20
 OOM_WAIT = 2.0
 #: A target stays untouched this long after its fault ends (a restart must come first).
 TARGET_REST = 5.0
+#: A collector's event of a door's state (hung, full) comes at its next sample (5 s, 1 s while
+#: a run is live) after the state began, or when it ends: this long after the fault at most.
+SEEN = 10.0
+#: A fault whose target's process is down waits for its restart this long at most.
+READY_WAIT = 60.0
+#: The outage watch's probe interval (collectors.outages.INTERVAL).
+OUTAGE_PROBE = 2.0
 
 
 @dataclass(frozen=True)
@@ -485,6 +492,12 @@ class Soak:
     def _child(self, name: str):
         return next(child for child in self.supervisor.children if child.name == name)
 
+    def ready(self, target: str) -> bool:
+        """Whether the target's process runs (a supervised child not waiting for its restart);
+        the servers are started again by the fault that stopped them, so always."""
+        child = next((c for c in self.supervisor.children if c.name == target), None)
+        return child is None or (child.due is None and child.returncode is None)
+
     def begin(self, item: Injected) -> None:
         from devsite.processes import session_members, signal_session
 
@@ -590,7 +603,10 @@ class Soak:
             now = time.monotonic() - t0
             self.supervisor.tend()
             while pending and pending[0].at <= now:
+                if not self.ready(pending[0].target) and now - pending[0].at < READY_WAIT:
+                    break  # its process is down (killed just before, restarting): once it is back
                 item = Injected(pending.pop(0))
+                item.state["t"] = now
                 self.injected.append(item)
                 try:
                     self.begin(item)
@@ -599,7 +615,7 @@ class Soak:
                     item.note = f"could not inject: {exc}"
                     _say(f"fault {item.fault.kind} on {item.fault.target}: {item.note}")
             for item in list(active):
-                if now >= item.fault.at + item.fault.hold:
+                if now >= item.state["t"] + item.fault.hold:
                     try:
                         if self.finish(item):
                             active.remove(item)
@@ -839,17 +855,21 @@ def _records(fault: Fault, began: datetime, ended: datetime, events: list[dict])
     found = []
     for event in events:
         summary = event["summary"]
-        if kind == "redis_kill":
-            hit = summary.startswith("Broker (Redis) unreachable") and within(event, 5, 5)
-        elif kind == "postgres_stop":
-            hit = summary.startswith("Database unreachable") and within(event, 5, 5)
+        if kind in ("redis_kill", "postgres_stop"):
+            # The outage's own start and end: down over the kill, and seen down within a few
+            # probes of it (or since the last probe of a watcher killed meanwhile, before it).
+            label = "Broker (Redis) unreachable" if kind == "redis_kill" else "Database unreachable"
+            span = _outage_span(event) if summary.startswith(label) else None
+            hit = span is not None and span[0] <= began + timedelta(seconds=3 * OUTAGE_PROBE) and span[1] >= began
         elif kind == "door_kill":
             # Logged by the door's collector, late when the plan had stopped that collector too.
             hit = event["kind"] == "service_restart" and event["host__name"] == fault.target and within(event, 1, 300)
         elif kind == "door_hang":
             # The door's collector sees its daemon stopped: one event with the hang's length. Its
             # copies' deadline episodes are the copies' story, not the hang's record.
-            hit = event["kind"] == "service_hung" and event["host__name"] == fault.target and within(event, 1, 300)
+            # First seen at the collector's next sample, or when a collector stopped meanwhile
+            # runs again while the door still hangs: never after the hang.
+            hit = event["kind"] == "service_hung" and event["host__name"] == fault.target and within(event, 1, SEEN)
         elif kind == "door_full":
             # The door's collector sees its data folder full: one event with the fill's length,
             # whether or not a copy met it. The copies' "No space left on root://…" episode is
@@ -857,7 +877,7 @@ def _records(fault: Fault, began: datetime, ended: datetime, events: list[dict])
             # A fill that begins while the disk is still full of the one before (freed for less
             # than a collector's sample) is that event's too: the disk was never seen with room.
             ours = event["kind"] == "disk_full" and event["host__name"] == fault.target
-            hit = ours and (within(event, 1, 300) or (event["time"] < began and _open_at(event, began)))
+            hit = ours and (within(event, 1, SEEN) or (event["time"] < began and _open_at(event, began)))
         elif kind == "client_kill":
             # The driver sees its copies lost, if it held any; the client, started again, says
             # it died either way (its node is client-<host>@<machine>).
@@ -878,6 +898,15 @@ def _records(fault: Fault, began: datetime, ended: datetime, events: list[dict])
         if hit:
             found.append(summary)
     return found
+
+
+def _outage_span(event: dict) -> tuple[datetime, datetime] | None:
+    """An outage event's start and end, from its detail (collectors.outages writes them)."""
+    try:
+        detail = json.loads(event["detail"])
+        return datetime.fromisoformat(detail["start"]), datetime.fromisoformat(detail["end"])
+    except (TypeError, ValueError, KeyError):
+        return None
 
 
 def _open_at(event: dict, moment: datetime) -> bool:

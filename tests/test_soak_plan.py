@@ -111,3 +111,30 @@ def test_a_fill_begun_before_the_collector_saw_room_is_recorded_by_the_open_even
     assert _records(fill, began, ended, [{**event, "detail": closed}])
     gone = f"{event['detail']}\nended {(first + timedelta(seconds=70)).isoformat()}, after 69.0 s"
     assert not _records(fill, began, ended, [{**event, "detail": gone}]), "room was seen between the fills"
+
+
+def test_an_outage_is_recorded_by_the_event_whose_span_holds_the_kill_and_only_that():
+    """Redis killed 5 s after the worker that watched it: its successor, ready after Redis came
+    back, logs the outage from its predecessor's last probe. An outage over before the kill, or
+    begun well after it (the next fault's), is another's."""
+    import json
+    from datetime import UTC, datetime, timedelta
+
+    from benchmarks.soak import Fault, _records
+
+    began = datetime(2026, 11, 29, 3, 50, 37, 500000, tzinfo=UTC)
+    ended = began + timedelta(seconds=4.8)
+    kill = Fault(0, "redis_kill", "redis", 4.8)
+
+    def outage(start: float, end: float) -> dict:
+        span = {"outage": "broker", "start": (began + timedelta(seconds=start)).isoformat(),
+                "end": (began + timedelta(seconds=end)).isoformat()}  # fmt: skip
+        summary = "Broker (Redis) unreachable for 9 s"
+        return {"time": began + timedelta(seconds=start), "kind": "run_incident", "host__name": None,
+                "run_id": None, "summary": summary, "detail": json.dumps(span)}  # fmt: skip
+
+    assert _records(kill, began, ended, [outage(-5.1, 9.1)])
+    assert _records(kill, began, ended, [outage(1.9, 6.0)])
+    assert not _records(kill, began, ended, [outage(-120, -116)]), "over before the kill"
+    assert not _records(kill, began, ended, [outage(38, 60)]), "the next fault's"
+    assert not _records(Fault(0, "postgres_stop", "postgres", 4.8), began, ended, [outage(1.9, 6.0)])
