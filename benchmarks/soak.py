@@ -87,13 +87,12 @@ OOM_MARGIN = 1 << 20
 OOM_WAIT = 2.0
 #: A target stays untouched this long after its fault ends (a restart must come first).
 TARGET_REST = 5.0
-#: A collector's event of a door's state (hung, full) comes at its next sample (5 s, 1 s while
-#: a run is live) after the state began, or when it ends: this long after the fault at most.
-SEEN = 10.0
+#: A door's state (hung, full) or a server's outage is seen while it lasts, by the collector's
+#: next sample or the watcher's next probe: an event begun later than this after the fault
+#: ended is another's (the next fault on a target may start TARGET_REST after).
+SEEN = 1.0
 #: A fault whose target's process is down waits for its restart this long at most.
 READY_WAIT = 60.0
-#: The outage watch's probe interval (collectors.outages.INTERVAL).
-OUTAGE_PROBE = 2.0
 
 
 @dataclass(frozen=True)
@@ -826,10 +825,25 @@ class Soak:
             elif fault["kind"] in ("worker_kill", "worker_oom", "door_kill"):
                 # A worker's death resumes each of its runs; a door's restart is "stopped" + "started".
                 found[fault["kind"]]["recorded" if records else "not recorded"] += 1
+            elif not records and fault["kind"] in ("door_hang", "door_full") and _unwatched(fault, faults):
+                found[fault["kind"]]["not seen: the door's collector was stopped through it"] += 1
             else:
                 said = {0: "not recorded", 1: "recorded once"}.get(len(records), "recorded more than once")
                 found[fault["kind"]][said] += 1
         return {kind: dict(counts) for kind, counts in sorted(found.items())}
+
+
+def _unwatched(fault: dict, faults: list[dict]) -> bool:
+    """Whether the fault's door had its collector stopped from before the fault to after it:
+    nothing on the door watched it then (the copies' own episodes aside)."""
+    return any(
+        other["kind"] == "collector_stop"
+        and other["target"] == f"collector-{fault['target']}"
+        and other["began"] is not None
+        and other["began"] <= fault["began"]
+        and (other.get("ended") or "9") >= (fault.get("ended") or "9")
+        for other in faults
+    )
 
 
 LIVE = ("pending", "running", "cancelling")
@@ -856,11 +870,11 @@ def _records(fault: Fault, began: datetime, ended: datetime, events: list[dict])
     for event in events:
         summary = event["summary"]
         if kind in ("redis_kill", "postgres_stop"):
-            # The outage's own start and end: down over the kill, and seen down within a few
-            # probes of it (or since the last probe of a watcher killed meanwhile, before it).
+            # The outage's own start and end: seen down before the server was back (or since the
+            # last probe of a watcher killed meanwhile, before the kill), and back after the kill.
             label = "Broker (Redis) unreachable" if kind == "redis_kill" else "Database unreachable"
             span = _outage_span(event) if summary.startswith(label) else None
-            hit = span is not None and span[0] <= began + timedelta(seconds=3 * OUTAGE_PROBE) and span[1] >= began
+            hit = span is not None and span[0] <= ended + timedelta(seconds=SEEN) and span[1] >= began
         elif kind == "door_kill":
             # Logged by the door's collector, late when the plan had stopped that collector too.
             hit = event["kind"] == "service_restart" and event["host__name"] == fault.target and within(event, 1, 300)
@@ -868,8 +882,10 @@ def _records(fault: Fault, began: datetime, ended: datetime, events: list[dict])
             # The door's collector sees its daemon stopped: one event with the hang's length. Its
             # copies' deadline episodes are the copies' story, not the hang's record.
             # First seen at the collector's next sample, or when a collector stopped meanwhile
-            # runs again while the door still hangs: never after the hang.
-            hit = event["kind"] == "service_hung" and event["host__name"] == fault.target and within(event, 1, SEEN)
+            # runs again while the door still hangs: never after the hang. A hang begun while
+            # the collector was stopped, not having seen the one before end, is that one's event.
+            ours = event["kind"] == "service_hung" and event["host__name"] == fault.target
+            hit = ours and (within(event, 1, SEEN) or (event["time"] < began and _open_at(event, began)))
         elif kind == "door_full":
             # The door's collector sees its data folder full: one event with the fill's length,
             # whether or not a copy met it. The copies' "No space left on root://…" episode is
@@ -912,7 +928,7 @@ def _outage_span(event: dict) -> tuple[datetime, datetime] | None:
 def _open_at(event: dict, moment: datetime) -> bool:
     """Whether a collector's episode event (a full disk) was still open at ``moment``: not yet
     given its end, or ended after it (its detail says "ended <ISO time>, after …")."""
-    found = re.search(r"\nended (\S+?),", event["detail"] or "")
+    found = re.search(r"\nended (\S+?)[,\s]", event["detail"] or "")
     return found is None or datetime.fromisoformat(found.group(1)) >= moment
 
 
