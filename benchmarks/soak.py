@@ -91,6 +91,8 @@ TARGET_REST = 5.0
 #: next sample or the watcher's next probe: an event begun later than this after the fault
 #: ended is another's (the next fault on a target may start TARGET_REST after).
 SEEN = 1.0
+#: The collectors' episode events that may have begun with an earlier fault and carry a later one.
+CARRIED = {"door_full": "disk_full", "door_hang": "service_hung"}
 #: A fault whose target's process is down waits for its restart this long at most.
 READY_WAIT = 60.0
 
@@ -783,8 +785,9 @@ class Soak:
         out["recovery_s"] = round((first - ended).total_seconds(), 1) if first else None
         since = began - timedelta(seconds=last_alive_seconds())
         window = Event.objects.filter(time__gte=since, time__lte=ended + timedelta(seconds=300))
-        if fault.kind == "door_full":  # a disk full since an earlier fill carries this one too
-            window |= Event.objects.filter(kind="disk_full", time__gte=began - timedelta(hours=1), time__lt=since)
+        if fault.kind in CARRIED:  # a disk full (a door hung) since an earlier fault carries this one too
+            hour = began - timedelta(hours=1)
+            window |= Event.objects.filter(kind=CARRIED[fault.kind], time__gte=hour, time__lt=since)
         events = list(window.values("time", "kind", "summary", "host__name", "run_id", "detail"))
         out["events"] = [
             {"time": e["time"].isoformat(), "kind": e["kind"], "summary": e["summary"], "host": e["host__name"]}

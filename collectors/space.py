@@ -1,5 +1,5 @@
 """Free space of a host's data filesystems: sampled every tick, and a filesystem that fills up
-logged as one event, given its end and length when room comes back.
+logged as one event, given its end and length when room comes back (and lasts).
 
 Copies learn of a full disk only when they write to it (campaigns.runs.storage_faults); a disk
 that fills while nothing writes (a hung source, a quiet night) is seen only here. The event
@@ -26,8 +26,11 @@ from storageops.units import human_bytes
 #: (1 % of a 1-PB pool is 10 TB, not full).
 FULL_FRACTION = 0.01
 FULL_BYTES_CAP = 1 << 30
-#: Room again only at twice the full mark, so a disk hovering at the mark is one event, not many.
+#: Room again only at twice the full mark, so a disk hovering at the mark is one event, not many;
+#: and only when it lasts: a full disk whose files are deleted and written again has room for a
+#: moment, which is not the episode's end.
 ROOM_FACTOR = 2
+ROOM_SECONDS = 5.0
 ENDED = "\nended "
 
 
@@ -68,6 +71,7 @@ class _Full:
     event: int
     since: datetime
     least: int  # the least free space seen while full
+    room_since: datetime | None = None  # room seen since (not yet long enough to end it)
 
 
 class SpaceWatch:
@@ -121,7 +125,11 @@ class SpaceWatch:
             self._full[path] = _Full(event.pk, now, current.free)
             alerting.tell("disk_full", event.pk)
         elif full is not None and current.roomy:
+            full.room_since = full.room_since or now
+            if (now - full.room_since).total_seconds() < ROOM_SECONDS:
+                return
             del self._full[path]
+            now = full.room_since  # it ended when the room came
             seconds = (now - full.since).total_seconds()
             Event.objects.filter(pk=full.event).update(
                 summary=(
@@ -132,3 +140,4 @@ class SpaceWatch:
             )
         elif full is not None:
             full.least = min(full.least, current.free)
+            full.room_since = None
