@@ -794,7 +794,8 @@ class Soak:
             for e in events
             if e["kind"] not in ("run_start", "run_end")
         ]
-        out["records"] = _records(fault, began, ended, events)
+        pid = re.search(r"pid (\d+)", item.note or "")
+        out["records"] = _records(fault, began, ended, events, int(pid.group(1)) if pid else None)
         if fault.kind == "worker_oom" and "no OOM kill" in item.note:
             out["records"] = []  # nothing died: a run resumed then was another fault's
         out["recorded_as"] = out["records"][0] if out["records"] else None
@@ -825,8 +826,9 @@ class Soak:
             records = fault.get("records") or ([fault["recorded_as"]] if fault["recorded_as"] else [])
             if fault["kind"] == "worker_oom" and "no OOM kill" in fault["note"]:
                 found["worker_oom"]["no OOM kill happened"] += 1
-            elif fault["kind"] in ("worker_kill", "worker_oom", "door_kill"):
-                # A worker's death resumes each of its runs; a door's restart is "stopped" + "started".
+            elif fault["kind"] in ("worker_kill", "worker_oom", "door_kill", "client_kill"):
+                # A worker's death resumes each of its runs; a door's restart is "stopped" + "started";
+                # a client's death is its own event and the driver's re-planning of its copies.
                 found[fault["kind"]]["recorded" if records else "not recorded"] += 1
             elif not records and fault["kind"] in ("door_hang", "door_full") and _unwatched(fault, faults):
                 found[fault["kind"]]["not seen: the door's collector was stopped through it"] += 1
@@ -860,7 +862,7 @@ def last_alive_seconds() -> float:
     return BEAT_SECONDS + 2
 
 
-def _records(fault: Fault, began: datetime, ended: datetime, events: list[dict]) -> list[str]:
+def _records(fault: Fault, began: datetime, ended: datetime, events: list[dict], pid: int | None = None) -> list[str]:
     """The events that say what this fault was (ideally exactly one), by what each kind leaves:
     an outage event, a restart logged by the door's collector, a storage-fault episode naming
     the door, a client lost, a run resumed after its driver died."""
@@ -888,7 +890,8 @@ def _records(fault: Fault, began: datetime, ended: datetime, events: list[dict])
             # runs again while the door still hangs: never after the hang. A hang begun while
             # the collector was stopped, not having seen the one before end, is that one's event.
             ours = event["kind"] == "service_hung" and event["host__name"] == fault.target
-            hit = ours and (within(event, 1, SEEN) or (event["time"] < began and _open_at(event, began)))
+            carried = event["time"] < began and _open_at(event, began) and f"pid {pid} stopped" in summary
+            hit = ours and (within(event, 1, SEEN) or carried)
         elif kind == "door_full":
             # The door's collector sees its data folder full: one event with the fill's length,
             # whether or not a copy met it. The copies' "No space left on root://…" episode is
@@ -901,7 +904,7 @@ def _records(fault: Fault, began: datetime, ended: datetime, events: list[dict])
             # The driver sees its copies lost, if it held any; the client, started again, says
             # it died either way (its node is client-<host>@<machine>).
             said = summary.startswith(f"Client {fault.target.removeprefix('client-')} lost") and within(event, 0, 60)
-            died = summary.startswith(f"Worker {fault.target}@") and within(event, last_alive_seconds(), 120)
+            died = summary.startswith(f"Worker {fault.target}@") and f"(pid {pid})" in summary
             hit = said or (event["kind"] == "worker_lost" and died)
         elif kind in ("worker_kill", "worker_oom"):
             # Its runs' drivers died with it: the next driver resumes them once their lease is

@@ -63,8 +63,9 @@ def test_a_killed_worker_or_client_is_recorded_by_its_death_event_dated_when_las
     assert _records(worker, began, ended, [lost("soak@box", 8)])
     assert not _records(worker, began, ended, [lost("client-pool-a@box", 8)])
     assert not _records(worker, began, ended, [lost("soak@box", 60)]), "a death long before is another's"
-    assert _records(client, began, ended, [lost("client-pool-a@box", 8)])
-    assert not _records(client, began, ended, [lost("client-pool-b@box", 8)])
+    assert _records(client, began, ended, [lost("client-pool-a@box", 8)], pid=4242)
+    assert not _records(client, began, ended, [lost("client-pool-b@box", 8)], pid=4242)
+    assert not _records(client, began, ended, [lost("client-pool-a@box", 8)], pid=4343), "the next kill's death"
 
 
 def test_a_fill_is_recorded_by_its_door_collectors_disk_full_event_not_by_copy_errors():
@@ -138,3 +139,22 @@ def test_an_outage_is_recorded_by_the_event_whose_span_holds_the_kill_and_only_t
     assert not _records(kill, began, ended, [outage(-120, -116)]), "over before the kill"
     assert not _records(kill, began, ended, [outage(38, 60)]), "the next fault's"
     assert not _records(Fault(0, "postgres_stop", "postgres", 4.8), began, ended, [outage(1.9, 6.0)])
+
+
+def test_a_hang_carried_by_an_open_event_must_name_the_same_process():
+    from datetime import UTC, datetime, timedelta
+
+    from benchmarks.soak import Fault, _records
+
+    began = datetime(2026, 11, 29, 4, 11, 44, tzinfo=UTC)
+    ended = began + timedelta(seconds=168)
+    hang = Fault(0, "door_hang", "door1", 168)
+    ends = (began + timedelta(seconds=62)).isoformat()
+
+    def hung(pid: int) -> dict:
+        return {"time": began - timedelta(seconds=332), "kind": "service_hung", "host__name": "door1", "run_id": None,
+                "summary": f"xrootd hung for 394 s: pid {pid} stopped by a signal, then gone",
+                "detail": f"process state T (stopped) …\nended {ends} (gone), after 394.0 s"}  # fmt: skip
+
+    assert _records(hang, began, ended, [hung(22152)], pid=22152), "the same daemon, never seen running between"
+    assert not _records(hang, began, ended, [hung(20334)], pid=22152), "an earlier daemon's hang, gone since"
