@@ -35,7 +35,9 @@ def test_an_admin_subscribes_a_campaign_and_the_whole_site(admin_user):
     assert site.status_code == 201, site.content
     # No campaign: every campaign and the collectors; no kinds given: every kind one can subscribe to.
     assert site.json()["campaign"] is None
-    assert site.json()["kinds"] == ["regression", "run_failed", "stall", "collector_silent", "readiness_failed"]
+    assert site.json()["kinds"] == [
+        "regression", "run_failed", "stall", "collector_silent", "readiness_failed", "disk_full",
+    ]  # fmt: skip
     assert site.json()["webhook_url"] == SECRET_HOOK, "an admin gets the whole URL back, to edit it"
     assert set(Subscription.objects.values_list("name", flat=True)) == {"storage team", "site chat"}
     listed = admin.get(f"{SUBSCRIPTIONS}?campaign={campaign.pk}").json()["results"]
@@ -48,7 +50,7 @@ def test_an_admin_subscribes_a_campaign_and_the_whole_site(admin_user):
         (
             {"kinds": ["regression", "weather"]},
             {"kinds"},
-            "Give a non-empty list of: collector_silent, readiness_failed, regression",
+            "Give a non-empty list of: collector_silent, disk_full, readiness_failed, regression",
         ),
         # A test alert is the test action's, never subscribed to.
         ({"kinds": ["test"]}, {"kinds"}, "Give a non-empty list of"),
