@@ -337,6 +337,7 @@ class Soak:
             beat_argv,
             client_argv,
             collector_argv,
+            control_worker_argv,
             door_restart,
             door_watches,
             worker_argv,
@@ -366,6 +367,7 @@ class Soak:
         self.campaigns = self._campaigns(sweep)
         env = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONFAULTHANDLER="1")
         self.supervisor.start("worker", worker_argv("soak"), env, str(ROOT))
+        self.supervisor.start("control", control_worker_argv("soak"), env, str(ROOT))
         self.supervisor.start("beat", beat_argv(), env, str(ROOT))
         for name in DOORS:
             self.supervisor.start(f"collector-{name}", collector_argv(name), env, str(ROOT))

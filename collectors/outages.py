@@ -217,16 +217,27 @@ def record_outage(what: str, began: datetime, ended: datetime, error: str = "") 
 
 
 _stop: threading.Event | None = None
+_thread: threading.Thread | None = None
 
 
 def start_watch() -> None:
     """The watcher in a daemon thread of this process (once)."""
-    global _stop
+    global _stop, _thread
     if _stop is not None:
         return
     _stop = threading.Event()
     watch = OutageWatch(memory=memory_file())
-    threading.Thread(target=watch.run_forever, args=(_stop,), name="outage-watch", daemon=True).start()
+    _thread = threading.Thread(target=watch.run_forever, args=(_stop,), name="outage-watch", daemon=True)
+    _thread.start()
+
+
+def stop_watch(timeout: float = 5.0) -> None:
+    """End the watcher (a worker shutting down): a probe begun against servers the site is
+    stopping would log their going as an outage. Nothing to do where none was started."""
+    if _stop is None or _thread is None:
+        return
+    _stop.set()
+    _thread.join(timeout=timeout)
 
 
 def memory_file() -> Path:

@@ -1,4 +1,4 @@
-"""The command lines of a site's children (worker, beat, a host's collector, a pool client):
+"""The command lines of a site's children (its two workers, beat, a host's collector, a pool client):
 one place for `make run` (runsite) and the soak (benchmarks/soak.py), which starts the same
 processes to kill them."""
 
@@ -12,9 +12,19 @@ from devsite.xrootd_server import XRootDServer
 
 
 def worker_argv(name: str = "runsite", concurrency: int = 2, loglevel: str = "info") -> list[str]:
-    queues = f"{settings.STORAGEOPS_CONTROL_QUEUE},{settings.STORAGEOPS_TRANSFERS_QUEUE}"
+    """The worker of the runs' drivers ("transfers"): each run holds one of its slots throughout."""
+    return _celery_worker(settings.STORAGEOPS_TRANSFERS_QUEUE, concurrency, f"{name}@%h", loglevel)
+
+
+def control_worker_argv(name: str = "runsite", concurrency: int = 2, loglevel: str = "info") -> list[str]:
+    """The worker of "control" alone: beat's short tasks (silent collectors, stalls, scrapes),
+    run starts and the outage watch, answered however many runs hold the other's slots."""
+    return _celery_worker(settings.STORAGEOPS_CONTROL_QUEUE, concurrency, f"{name}-control@%h", loglevel)
+
+
+def _celery_worker(queues: str, concurrency: int, node: str, loglevel: str) -> list[str]:
     return [sys.executable, "-m", "celery", "-A", "storageops", "worker", "-Q", queues,
-            "-c", str(concurrency), "-l", loglevel, "-n", f"{name}@%h"]  # fmt: skip
+            "-c", str(concurrency), "-l", loglevel, "-n", node]  # fmt: skip
 
 
 def beat_argv(loglevel: str = "info") -> list[str]:

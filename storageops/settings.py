@@ -244,8 +244,13 @@ STORAGEOPS_QUEUE_PREFIX = env_str("STORAGEOPS_QUEUE_PREFIX", "")
 STORAGEOPS_CONTROL_QUEUE = f"{STORAGEOPS_QUEUE_PREFIX}control"
 STORAGEOPS_TRANSFERS_QUEUE = f"{STORAGEOPS_QUEUE_PREFIX}transfers"
 CELERY_TASK_DEFAULT_QUEUE = STORAGEOPS_CONTROL_QUEUE
+# "transfers" holds every run's driver, whatever its engine (gfal2's copies, FTS's polling, a
+# pool's hand-out): each holds its worker slot for the whole run. "control" keeps beat's short
+# tasks (silent collectors, stalls, retention) answered meanwhile: a site runs a worker on each
+# (runsite, docker-compose.yml), so no number of long runs can starve an alert.
 CELERY_TASK_ROUTES = {
     "campaigns.drive_run": {"queue": STORAGEOPS_TRANSFERS_QUEUE},
+    "campaigns.drive_fts_run": {"queue": STORAGEOPS_TRANSFERS_QUEUE},
     "campaigns.readiness_check": {"queue": STORAGEOPS_TRANSFERS_QUEUE},
     "campaigns.readiness_remove_probes": {"queue": STORAGEOPS_TRANSFERS_QUEUE},
 }

@@ -14,7 +14,7 @@ import yaml
 from tests.support.processes import ROOT
 
 COMPOSE = ROOT / "docker-compose.yml"
-STORAGEOPS_SERVICES = {"web", "worker", "beat", "collector-door1", "client-wn01"}
+STORAGEOPS_SERVICES = {"web", "worker", "control", "beat", "collector-door1", "client-wn01"}
 
 
 def _compose() -> dict:
@@ -50,6 +50,18 @@ def test_the_file_runs_every_role_against_postgres_and_redis():
         env = services[name]["environment"]
         assert env["DATABASE_URL"].startswith("postgres://"), name
         assert env["CELERY_BROKER_URL"].startswith("redis://"), name
+
+
+def test_the_runs_drivers_and_beats_short_tasks_have_a_worker_each():
+    # Settings route every run's driver to "transfers" and beat's tasks to "control": a worker on
+    # both would let long runs hold every slot while a silent collector's alert waits. (Compose
+    # sets no STORAGEOPS_QUEUE_PREFIX; the tests do.)
+    queues = {}
+    for name, service in _compose()["services"].items():
+        command = service.get("command") or []
+        if command[:4] == ["celery", "-A", "storageops", "worker"]:
+            queues[name] = command[command.index("-Q") + 1].split(",")
+    assert queues == {"worker": ["transfers"], "control": ["control"]}
 
 
 def test_every_variable_set_for_storageops_is_one_it_reads():

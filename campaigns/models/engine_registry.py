@@ -47,7 +47,8 @@ class EngineEntry:
         (campaigns.runs.executors.base.Executor); copier_factory is the gfal2 copier the driver
         also uses for sources and clean-up, which tests replace.
     drive_task: the Celery task name `starting.dispatch` sends a run of this engine to. An engine
-        that copies nothing in the worker (FTS) takes "campaigns.drive_fts_run", on "control".
+        of its own (FTS: "campaigns.drive_fts_run") is routed to "transfers" too: a driver lasts
+        the whole run, and "control" must stay free for beat's short tasks.
     options_form: a Django form class, the schema of the engine's options (Campaign.engine_options,
         a JSON object): it validates them for the model, the campaign form shows its fields
         (named "<engine>_<option>") and the API documents them. None: the engine takes none.

@@ -126,7 +126,7 @@ def start_run(campaign: Campaign, *, user: AnyUser | None = None, by: str = "", 
 
 
 def dispatch(run_id: int, countdown: float = 0) -> None:
-    # An engine that copies nothing in the worker (FTS) names a task routed to "control".
+    # Each engine names its driver task (FTS its own); CELERY_TASK_ROUTES sends them all to "transfers".
     name = Run.objects.filter(pk=run_id).values_list("snapshot__parameters__engine", flat=True).first()
     current_app.send_task(drive_task(name), (run_id,), countdown=countdown)
 

@@ -135,7 +135,7 @@ def test_runsite_serves_the_dashboard_real_doors_and_a_pool_then_stops(tmp_path,
     assert site.proc.returncode == 0, log[-3000:]
     assert "Stopping (SIGTERM)" in log, log[-3000:]
     children = [int(pid) for pid in re.findall(r"started [\w-]+ \(pid (\d+)\)", log)]
-    assert len(children) == 7  # web, worker, beat, a collector per door, two pool clients
+    assert len(children) == 8  # web, the two workers, beat, a collector per door, two pool clients
     assert not [pid for pid in children if os.path.exists(f"/proc/{pid}")]
     # PostgreSQL and Redis stop last, once runsite has stopped its children.
     assert log.index("Stopped in") < log.index("Stopped the own PostgreSQL/Redis"), log[-3000:]

@@ -13,9 +13,10 @@ from pathlib import Path
 from devsite.processes import descendants, is_alive, start_time
 from tests.support.processes import PYTHON, ROOT, ManagedProcess
 
-#: runsite, gunicorn master + 2 workers, Celery worker + 2 pool processes, beat, the group guard;
-#: the launcher's own: a postmaster and at least 4 of its helpers, redis-server, its group guard.
-TREE_SIZE = 9 + 7
+#: runsite, gunicorn master + 2 workers, the two Celery workers (transfers, control) + 2 pool
+#: processes each, beat, the group guard; the launcher's own: a postmaster and at least 4 of its
+#: helpers, redis-server, its group guard.
+TREE_SIZE = 12 + 7
 #: With the demo site: its 2 XRootD doors, a collector for each (a Celery worker and its one pool
 #: process), and 2 pool clients (a Celery worker with threads each).
 DEMO = 2 + 2 * 2 + 2

@@ -37,7 +37,15 @@ from devsite.demo import (
     register_token_demo,
 )
 from devsite.processes import PidFile, set_parent_death_signal, take_stop_signals
-from devsite.site_children import beat_argv, client_argv, collector_argv, door_restart, door_watches, worker_argv
+from devsite.site_children import (
+    beat_argv,
+    client_argv,
+    collector_argv,
+    control_worker_argv,
+    door_restart,
+    door_watches,
+    worker_argv,
+)
 from devsite.supervisor import SELF, Leftovers, Supervisor, port_in_use, port_owner_text
 from devsite.token_issuer import TokenIssuer
 from devsite.xrootd_server import TokenTrust, XRootDServer, free_port, make_test_ca
@@ -202,6 +210,8 @@ class Command(BaseCommand):
             )
             self._check_stop()
             supervisor.start("worker", worker_argv(), env, base)
+            self._check_stop()
+            supervisor.start("control", control_worker_argv(), env, base)
             self._check_stop()
             supervisor.start("beat", beat_argv(), env, base)
             for server in servers:

@@ -40,6 +40,15 @@ def wait_for(predicate, timeout: float, what: str):
     raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
+def other_database_sessions() -> int:
+    """Sessions on the test database besides this one (a killed worker's, until they end)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+        return cursor.fetchone()[0]
+
+
 def progress(run_id: int) -> int:
     run = Run.objects.get(pk=run_id)
     if run.state == RunState.FAILED:
@@ -76,6 +85,9 @@ def test_sigkilled_worker_mid_run_is_resumed_without_loss(log_dir):
         first.kill()
         killed_at = progress(run.pk)
         assert killed_at < planned, "the run must still be going when the worker dies"
+        # A statement the driver sent before it died (a claim of 200 rows) still commits after
+        # it: its server process ends only once it finishes. Counted after the last one is gone.
+        wait_for(lambda: not other_database_sessions(), 30, "the dead driver's database sessions to end")
         # What the dead driver held: copying, queued for its threads, or finished in memory and
         # not yet written. No other driver runs yet, so this count stands still until the rescue.
         orphans = Transfer.objects.filter(run=run, state="active").count()

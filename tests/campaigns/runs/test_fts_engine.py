@@ -267,8 +267,8 @@ def test_a_refused_submission_fails_the_run_with_fts_message(xrootd_pair, tmp_pa
 
 
 @pytest.mark.slow
-def test_a_worker_on_the_control_queue_alone_drives_an_fts_run(xrootd_pair, fts, log_dir, settings):
-    """Started like any run (runs.start_run): the FTS driver is a control-queue task."""
+def test_a_worker_on_the_transfers_queue_alone_drives_an_fts_run(xrootd_pair, fts, log_dir, settings):
+    """Started like any run (runs.start_run): the FTS driver is a transfers-queue task, as every driver."""
     door1, door2 = xrootd_pair
     src = endpoint("fts-w-src", door1.root_url_for("/data/fts4/"))
     dst = endpoint("fts-w-dst", door2.root_url_for("/data/fts4/"))
@@ -277,7 +277,7 @@ def test_a_worker_on_the_control_queue_alone_drives_an_fts_run(xrootd_pair, fts,
                    create_sources=True, source_file_count=3, checksum_mode="target",
                    engine_options={"instance": instance(fts, manage_link_limits=False,
                                                         files_per_job=4).pk})  # fmt: skip
-    worker = celery_worker(log_dir, queues=settings.STORAGEOPS_CONTROL_QUEUE)
+    worker = celery_worker(log_dir, queues=settings.STORAGEOPS_TRANSFERS_QUEUE)
     try:
         worker.wait_for_log("ready.", timeout=60)
         run = runs.start_run(obj, trigger="command")

@@ -128,13 +128,15 @@ def test_a_run_frozen_before_engine_options_keeps_its_fts_options():
     assert RunSpec.from_snapshot({"parameters": old}).engine_options == {}
 
 
-def test_fts_runs_go_to_the_control_queue(settings):
+def test_every_runs_driver_goes_to_the_transfers_queue_and_beats_tasks_to_control(settings):
     from campaigns.runs.engines.fts.tasks import drive_fts_run
     from campaigns.tasks import drive_run
+    from storageops.schedules import builtin
 
     routes = settings.CELERY_TASK_ROUTES
-    assert drive_fts_run.name not in routes and settings.CELERY_TASK_DEFAULT_QUEUE == settings.STORAGEOPS_CONTROL_QUEUE
-    assert routes[drive_run.name]["queue"] == settings.STORAGEOPS_TRANSFERS_QUEUE
+    assert routes[drive_fts_run.name]["queue"] == routes[drive_run.name]["queue"] == settings.STORAGEOPS_TRANSFERS_QUEUE
+    assert settings.CELERY_TASK_DEFAULT_QUEUE == settings.STORAGEOPS_CONTROL_QUEUE
+    assert not [task for _, task, _ in builtin() if task in routes]
 
 
 def test_files_fts_is_copying_are_known_with_ftss_own_start_time():

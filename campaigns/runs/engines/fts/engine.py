@@ -13,7 +13,7 @@ from campaigns.runs.engines.fts.options import FtsOptions, FtsOptionsForm
 from campaigns.runs.engines.fts.snapshot import fts_snapshot
 
 NAME = "fts"
-DRIVE_TASK = "campaigns.drive_fts_run"  # on "control": the driver waits on FTS, it copies nothing
+DRIVE_TASK = "campaigns.drive_fts_run"  # on "transfers", as every run's driver: it waits on FTS all run
 
 
 def categorize(code: int | None, message: str) -> str:

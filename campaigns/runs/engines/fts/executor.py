@@ -5,8 +5,8 @@ A step's concurrency is held by StorageOps never having more files in FTS than t
 concurrency, until FTS's optimizer has put the link's pinned range in force (a range set on a
 link is obeyed only from the optimizer's next pass, and a new link bursts 10 files per
 scheduling pass before that); from then on FTS holds it and the link is kept full. Without link
-management StorageOps is the limit throughout. The driver runs on the "control" queue: it only
-talks to FTS and the database.
+management StorageOps is the limit throughout. The driver only talks to FTS and the database; it
+runs on "transfers" with every run's driver, since it lasts the whole run.
 """
 
 from __future__ import annotations

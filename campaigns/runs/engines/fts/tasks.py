@@ -14,6 +14,7 @@ from campaigns.runs.lifecycle import RunDriver
 
 @shared_task(name="campaigns.drive_fts_run", ignore_result=True, acks_late=False)
 def drive_fts_run(run_id: int) -> str:
-    # On the control queue (the default): it waits on FTS, it copies nothing itself. No time
-    # limit, as drive_run: the run's lease tells whether its driver lives.
+    # On "transfers" with every run's driver (CELERY_TASK_ROUTES): it waits on FTS for the whole
+    # run, which on "control" would hold a slot beat's short tasks need. No time limit, as
+    # drive_run: the run's lease tells whether its driver lives.
     return RunDriver(run_id).drive()
