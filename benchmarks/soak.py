@@ -801,6 +801,15 @@ class Soak:
         if fault.kind == "worker_oom" and "no OOM kill" in item.note:
             out["records"] = []  # nothing died: a run resumed then was another fault's
         out["recorded_as"] = out["records"][0] if out["records"] else None
+        if fault.kind == "door_full":
+            # What the copies met, if any did: the one record of a fill the door's stopped
+            # collector could not see (only the soak's tmpfs door fills).
+            out["copies_episode"] = next(
+                (e["summary"] for e in events
+                 if e["kind"] == "run_incident" and e["summary"].startswith("No space left on root://")
+                 and began - timedelta(seconds=1) <= e["time"] <= ended + timedelta(seconds=SEEN)),
+                None,
+            )  # fmt: skip
         from alerts.models import Delivery
 
         alerts = Delivery.objects.filter(time__gte=began, time__lte=ended + timedelta(seconds=180))
@@ -833,7 +842,11 @@ class Soak:
                 # a client's death is its own event and the driver's re-planning of its copies.
                 found[fault["kind"]]["recorded" if records else "not recorded"] += 1
             elif not records and fault["kind"] in ("door_hang", "door_full") and _unwatched(fault, faults):
-                found[fault["kind"]]["not seen: the door's collector was stopped through it"] += 1
+                # Its copies' episode is then the product's one record of it, if a copy met it.
+                said = "collector stopped through it: " + (
+                    "recorded by its copies' episode" if fault.get("copies_episode") else "not seen"
+                )
+                found[fault["kind"]][said] += 1
             else:
                 said = {0: "not recorded", 1: "recorded once"}.get(len(records), "recorded more than once")
                 found[fault["kind"]][said] += 1

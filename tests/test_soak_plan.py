@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 from collections import Counter
 
-from benchmarks.soak import DOORS, FULL_DOOR, KINDS, fault_plan
+from benchmarks.soak import DOORS, FULL_DOOR, KINDS, Soak, fault_plan
 
 
 def test_the_same_seed_gives_the_same_plan_and_another_seed_another():
@@ -158,3 +158,19 @@ def test_a_hang_carried_by_an_open_event_must_name_the_same_process():
 
     assert _records(hang, began, ended, [hung(22152)], pid=22152), "the same daemon, never seen running between"
     assert not _records(hang, began, ended, [hung(20334)], pid=22152), "an earlier daemon's hang, gone since"
+
+
+def test_a_fill_its_collector_could_not_see_counts_its_copies_episode_and_says_so():
+    stopped = {"kind": "collector_stop", "target": f"collector-{FULL_DOOR}", "began": "2026-11-29T01:00:00",
+               "ended": "2026-11-29T01:05:00", "note": "", "recorded_as": "alert: Collector door2 silent"}  # fmt: skip
+    fill = {"kind": "door_full", "target": FULL_DOOR, "began": "2026-11-29T01:01:00", "ended": "2026-11-29T01:02:00",
+            "note": "", "recorded_as": None, "records": []}  # fmt: skip
+    met = {**fill, "began": "2026-11-29T01:03:00", "ended": "2026-11-29T01:04:00",
+           "copies_episode": "No space left on root://127.0.0.1:1095"}  # fmt: skip
+    seen = {**fill, "began": "2026-11-29T01:10:00", "ended": "2026-11-29T01:11:00"}
+    coverage = Soak._coverage(None, [stopped, fill, met, seen])
+    assert coverage["door_full"] == {
+        "collector stopped through it: not seen": 1,
+        "collector stopped through it: recorded by its copies' episode": 1,
+        "not recorded": 1,
+    }

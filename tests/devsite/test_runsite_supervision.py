@@ -13,7 +13,6 @@ import os
 import re
 import signal
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -26,6 +25,7 @@ from devsite.processes import descendants, is_alive, start_time
 from devsite.xrootd_server import xroot_ping
 from tests.support.ports import free_port
 from tests.support.processes import PYTHON, ROOT, ManagedProcess
+from tests.support.site import status, wait_until_up
 from tests.support.workers import child_env
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -34,24 +34,11 @@ pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 RUN_END_WITHIN = 240
 
 
-def _status(port: int) -> int:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as response:
-            return response.status
-    except OSError:
-        return 0
-
-
 def _site(tmp_path: Path, var: Path, name: str, *options: str) -> tuple[ManagedProcess, int]:
     port = free_port()
     argv = [PYTHON, "manage.py", "runsite", "--bind", f"127.0.0.1:{port}", *options]
     site = ManagedProcess(name, argv, child_env(STORAGEOPS_VAR_DIR=str(var)), tmp_path, cwd=ROOT).start()
-    deadline = time.monotonic() + 120
-    while "StorageOps is up" not in site.log_text() or _status(port) != 200:
-        assert site.returncode is None, site.log_text()[-3000:]
-        assert time.monotonic() < deadline, site.log_text()[-3000:]
-        time.sleep(0.3)
-    return site, port
+    return wait_until_up(site, port), port
 
 
 def _wait(condition, seconds: float, what: str, site: ManagedProcess) -> float:
@@ -79,10 +66,10 @@ def test_a_killed_demo_door_comes_back_its_restart_is_logged_and_the_run_ends(tm
         seen = MetricSample.objects.filter(host__name="door2", metric="proc.start_time")
         _wait(seen.exists, 30, "door2's collector samples", site)
         old = json.loads((var_dir / "run" / "door2.pid").read_text())["pid"]
-        # runsite's other children (web, worker, beat, door1, the collectors, the pool clients).
+        # runsite's other children (web, the two workers, beat, door1, the collectors, the pool clients).
         records = [json.loads(path.read_text()) for path in (var_dir / "run").glob("*.pid")]
         others = {r["pid"]: r["started"] for r in records if r["name"] not in ("door2", "runsite")}
-        assert len(others) == 8, records
+        assert len(others) == 9, records
         before = set(Event.objects.values_list("pk", flat=True))
 
         killed = time.monotonic()
@@ -135,7 +122,7 @@ def _stop_one_keeping_the_other(stopped: ManagedProcess, kept: ManagedProcess, k
     assert stopped.proc.returncode == 0, stopped.log_text()[-3000:]
     # The one left: every process as it was, answering, its control socket in place.
     assert [pid for pid, started in tree.items() if not is_alive(pid, started)] == []
-    assert _status(kept_port) == 200
+    assert status(kept_port) == 200
     assert (kept_var / "run" / "gunicorn.ctl").is_socket(), "gunicorn's control socket is each site's own"
 
 
