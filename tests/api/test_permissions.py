@@ -6,6 +6,7 @@ import re
 from datetime import timedelta
 
 import pytest
+from django.db import transaction
 from django.utils import timezone
 from drf_spectacular.generators import SchemaGenerator
 from rest_framework.test import APIClient
@@ -226,24 +227,43 @@ def _no_pdf_printing(settings):
     settings.STORAGEOPS_CHROMIUM = "/nonexistent/chromium"
 
 
-@pytest.mark.parametrize("who", ["anonymous", "viewer", "operator", "admin", "expired"])
-@pytest.mark.parametrize(("method", "path", "body", "needs", "ok"), MATRIX)
-def test_permission_matrix(objects, viewer, operator, admin_user, who, method, path, body, needs, ok):
-    users = {"viewer": viewer, "operator": operator, "admin": admin_user}
-    client = _client(who, users)
-    url = path.format(**{k: v.pk for k, v in objects.items()})
-    data = _payload(body, objects) if isinstance(body, str) else body
-    response = getattr(client, method)(url, data, format="json")
+PERSONAS = ("anonymous", "viewer", "operator", "admin", "expired")
+
+
+def _expected(who: str, needs: str, ok: int) -> int:
     if needs == "anonymous":
         # Public, but a presented token that is no good is refused, not ignored.
-        expected = 401 if who == "expired" else ok
-    elif LEVEL[who] < 0:
-        expected = 401
-    else:
-        expected = ok if LEVEL[who] >= NEEDS[needs] else 403
-    assert response.status_code == expected, (response.status_code, response.content[:500])
-    if response.status_code >= 400 and url.startswith("/api/v1/"):
-        assert set(response.json()["error"]) == {"status", "message", "fields"}
+        return 401 if who == "expired" else ok
+    if LEVEL[who] < 0:
+        return 401
+    return ok if LEVEL[who] >= NEEDS[needs] else 403
+
+
+def _error_shaped(response) -> bool:
+    return set(response.json()["error"]) == {"status", "message", "fields"}
+
+
+@pytest.mark.parametrize(("method", "path", "body", "needs", "ok"), MATRIX)
+def test_permission_matrix(objects, viewer, operator, admin_user, method, path, body, needs, ok):
+    """Every persona asks the row's request on the same objects, each in a savepoint rolled
+    back after it: what one persona's request did (a deletion, a start) is undone before the
+    next asks, as if each had a database of its own, and the objects are built once a row."""
+    users = {"viewer": viewer, "operator": operator, "admin": admin_user}
+    url = path.format(**{k: v.pk for k, v in objects.items()})
+    wrong = []
+    for who in PERSONAS:
+        with transaction.atomic():
+            data = _payload(body, objects) if isinstance(body, str) else body
+            response = getattr(_client(who, users), method)(url, data, format="json")
+            transaction.set_rollback(True)
+        expected = _expected(who, needs, ok)
+        content = b"(streamed)" if response.streaming else response.content[:300]
+        said = f"{who}: {response.status_code}, expected {expected}: {content!r}"
+        if response.status_code != expected:
+            wrong.append(said)
+        elif response.status_code >= 400 and url.startswith("/api/v1/") and not _error_shaped(response):
+            wrong.append(f"{said} (not the API's error shape)")
+    assert not wrong, f"{method.upper()} {url}\n" + "\n".join(wrong)
 
 
 def test_the_matrix_covers_every_operation_of_the_schema():

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import pytest
 from django.contrib.auth.models import Group, User
+from django.db import transaction
+from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
 
 from alerts.models import Subscription
@@ -165,29 +167,50 @@ def _no_pdf_printing(settings):
     settings.STORAGEOPS_CHROMIUM = "/nonexistent/chromium"
 
 
-@pytest.mark.parametrize("who", list(LEVEL))
 @pytest.mark.parametrize("name", list(MATRIX))
-def test_page_role_matrix(client, objects, viewer, operator, admin_user, outsider, who, name):
+def test_page_role_matrix(objects, viewer, operator, admin_user, outsider, name):
+    """Every persona asks the route on the same objects, each in a savepoint rolled back after
+    it (as tests/api/test_permissions.py): one persona's deletion is undone before the next."""
     method, template, needs, ok = MATRIX[name]
     users = {"no-role": outsider, "viewer": viewer, "operator": operator, "admin": admin_user}
-    if who != "anonymous":
-        client.force_login(users[who])
     path = template.format(**{k: v.pk for k, v in objects.items()})
-    response = getattr(client, method)(path)
-    allowed = (ok,) if isinstance(ok, int) else ok
-    if LEVEL[who] >= NEEDS[needs]:
-        assert response.status_code in allowed, (response.status_code, response.content[:300])
-        return
+    wrong = []
+    for who in LEVEL:
+        client = Client()
+        with transaction.atomic():
+            if who != "anonymous":
+                client.force_login(users[who])
+            response = getattr(client, method)(path)
+            transaction.set_rollback(True)
+        problem = _refusal_problem(response, who, path) if LEVEL[who] < NEEDS[needs] else None
+        allowed = (ok,) if isinstance(ok, int) else ok
+        if LEVEL[who] >= NEEDS[needs] and response.status_code not in allowed:
+            problem = f"{response.status_code}, expected one of {allowed}"
+        if problem:
+            content = b"(streamed)" if response.streaming else response.content[:300]
+            wrong.append(f"{who}: {problem}: {content!r}")
+    assert not wrong, f"{method.upper()} {path}\n" + "\n".join(wrong)
+
+
+def _refusal_problem(response, who: str, path: str) -> str | None:
+    """What is wrong with how a persona without the route's role was refused, or None."""
     if path.startswith("/api/"):
         # DRF: no credentials is 401 (it names the Token scheme), credentials without the role 403.
-        assert response.status_code == (401 if who == "anonymous" else 403), response.content[:300]
-        assert set(response.json()["error"]) == {"status", "message", "fields"}
-    elif who == "anonymous":
-        assert response.status_code == 302 and response["Location"].startswith("/login/?next=")
-    else:
-        assert response.status_code == 403, (response.status_code, response.content[:300])
-        if who == "no-role":
-            text = response.content.decode()
-            assert "ask an admin" in text
-            if path.endswith(".json"):
-                assert response.json()["error"]["status"] == 403
+        expected = 401 if who == "anonymous" else 403
+        if response.status_code != expected:
+            return f"{response.status_code}, expected {expected}"
+        if set(response.json()["error"]) != {"status", "message", "fields"}:
+            return "not the API's error shape"
+        return None
+    if who == "anonymous":
+        if response.status_code != 302 or not response["Location"].startswith("/login/?next="):
+            return f"{response.status_code}, expected a redirect to the login page"
+        return None
+    if response.status_code != 403:
+        return f"{response.status_code}, expected 403"
+    if who == "no-role":
+        if "ask an admin" not in response.content.decode():
+            return "the refusal does not say to ask an admin"
+        if path.endswith(".json") and response.json()["error"]["status"] != 403:
+            return "the JSON refusal does not carry its status"
+    return None
