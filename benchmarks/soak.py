@@ -91,6 +91,9 @@ TARGET_REST = 5.0
 #: next sample or the watcher's next probe: an event begun later than this after the fault
 #: ended is another's (the next fault on a target may start TARGET_REST after).
 SEEN = 1.0
+#: Seconds between a collector heard again and the end of its silence as the soak saw it: an
+#: alert of the silence is sent before then.
+TOLD_LAG = 10.0
 #: The collectors' episode events that may have begun with an earlier fault and carry a later one.
 CARRIED = {"door_full": "disk_full", "door_hang": "service_hung"}
 #: A fault whose target's process is down waits for its restart this long at most.
@@ -815,8 +818,14 @@ class Soak:
         alerts = Delivery.objects.filter(time__gte=began, time__lte=ended + timedelta(seconds=180))
         out["alerts"] = [f"{a['kind']}: {a['subject']}" for a in alerts.values("kind", "subject")]
         if fault.kind == "collector_stop" and not out["recorded_as"]:
+            # Told while the collector was silent: once it is heard again no check tells it, so
+            # an alert after that is the next silence's.
             host = fault.target.removeprefix("collector-")
-            silent = alerts.filter(kind="collector_silent", host__name=host).values_list("subject", flat=True).first()
+            silent = (
+                alerts.filter(kind="collector_silent", host__name=host, time__lte=ended + timedelta(seconds=TOLD_LAG))
+                .values_list("subject", flat=True)
+                .first()
+            )
             out["records"] = [f"alert: {silent}"] if silent else []
             out["recorded_as"] = out["records"][0] if silent else None
         out["copy_failures"] = dict(

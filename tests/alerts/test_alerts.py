@@ -171,3 +171,30 @@ def test_a_lasting_regression_is_told_at_its_start_again_daily_and_at_its_recove
     assert posted[-1]["props"] == {"kind": "recovered"} and len(posted) == 3
     # The next run within its band is quiet.
     assert triggers.run_finished(_finished(campaign, now + timedelta(minutes=60), 100 * MB)) == []
+
+
+def test_a_check_that_meets_the_database_down_is_tried_again_and_tells_the_silence(mailbox, settings, monkeypatch):
+    # Beat's check of one minute met PostgreSQL restarting (as in the soak): the silence it
+    # would have told must not wait for a check that may find the collector heard again.
+    from django.db import OperationalError
+
+    from alerts import tasks
+    from collectors.models import Host
+
+    settings.STORAGEOPS_COLLECTOR_SILENT_SECONDS = 60
+    Subscription.objects.create(name="site", email="site@example.org", min_interval_minutes=0)
+    Host.objects.create(name="door5", last_seen=timezone.now() - timedelta(minutes=2))
+    check = triggers.collectors_silent
+    tries = []
+
+    def database_down_once(now=None):
+        tries.append(timezone.now())
+        if len(tries) == 1:
+            raise OperationalError('connection to server at "127.0.0.1" failed: Connection refused')
+        return check(now)
+
+    monkeypatch.setattr(triggers, "collectors_silent", database_down_once)
+    result = tasks.collectors_silent.apply()
+    assert result.successful(), result.traceback
+    assert result.result == 1 and len(tries) == 2
+    assert "Collector on door5 silent" in mailbox.messages[0][2]
