@@ -484,6 +484,15 @@ class ManagedProcess:
         stop_processes([(self.name, self.proc)], grace=timeout, say=say)
         self._forget()
 
+    @staticmethod
+    def stop_all(processes: Iterable[ManagedProcess], timeout: float = 20.0) -> None:
+        """Stop several at once, under one ``timeout`` for all: Celery workers in a warm shutdown
+        each wait out their grace, so stopped one after the other four took 80 s."""
+        running = [process for process in processes if process.proc]
+        stop_processes([(process.name, process.proc) for process in running], grace=timeout)
+        for process in running:
+            process._forget()
+
     def _forget(self) -> None:
         if self._log:
             self._log.close()

@@ -140,8 +140,7 @@ def test_a_door_confined_to_a_third_of_a_core_is_named_and_a_free_one_is_still_r
             pinned = sweep("pinned", confined, hosts[0], [2, 4, 8], CONFINED_SIZE)
             unpinned = sweep("unpinned", free, hosts[1], [1, 2])
         finally:
-            for process in collectors:
-                process.stop()
+            ManagedProcess.stop_all(collectors)
             for server in servers:
                 server.stop()
     print(f"confined:\n{report(pinned)}\nfree:\n{report(unpinned)}")

@@ -175,8 +175,7 @@ def drive(scenario: Scenario, scratch: Path, log_dir: Path) -> Run:
             run.refresh_from_db()
             return run
         finally:
-            for process in collectors:
-                process.stop()
+            ManagedProcess.stop_all(collectors)
             for server in (door1, door2):
                 server.stop()
             shutil.rmtree(base, ignore_errors=True)

@@ -91,8 +91,7 @@ def pool_processes(log_dir, client_net):
             process.wait_for_log("ready.", timeout=60)
         yield clients, processes
     finally:
-        for process in processes:
-            process.stop()
+        ManagedProcess.stop_all(processes)
 
 
 @pytest.fixture
@@ -140,8 +139,7 @@ def test_a_run_spread_over_three_clients_survives_one_killed_mid_step(
         wait_for(lambda: not Run.objects.get(pk=run.pk).is_live, 240, "the run to end", *processes)
     finally:
         # The fixture stops them too; stopped here, the checks below read a run no process touches.
-        for process in processes:
-            process.stop()
+        ManagedProcess.stop_all(processes)
 
     run.refresh_from_db()
     rows = list(Transfer.objects.filter(run=run).order_by("index"))

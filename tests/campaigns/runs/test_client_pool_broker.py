@@ -70,8 +70,7 @@ def test_a_pooled_run_rides_through_its_broker_restarted_empty(log_dir):
         redis = redis_server(port, log_dir)
         wait_for(lambda: not Run.objects.get(pk=run.pk).is_live, 180, "the run to end")
     finally:
-        for process in processes:
-            process.stop()
+        ManagedProcess.stop_all(processes)
         redis.stop()
 
     run.refresh_from_db()
