@@ -81,8 +81,8 @@ def client_network(clients: list[str], relay_ports: list[int], log_dir) -> Itera
             relays.append(ManagedProcess(f"relay-{port}", argv, dict(os.environ), log_dir).start())
         yield ClientNet(bridge_address, namespaces, addresses, interfaces)
     finally:
-        for relay in relays:
-            relay.stop()
+        # All at once, briefly: a relay keeps nothing worth a graceful stop.
+        ManagedProcess.stop_all(relays, timeout=5.0)
         for namespace in namespaces.values():
             with contextlib.suppress(subprocess.CalledProcessError):
                 _ip("netns", "del", namespace)  # its veth end goes with it, and so the host end
