@@ -422,7 +422,17 @@ def _headline(judged: dict, notable: list[dict]) -> str:
     else:
         prefix = ""
     if not notable:
-        return prefix + f"Within the band of its {n} comparable runs on every figure."
+        text = prefix + f"Within the band of its {n} comparable runs on every figure"
+        far = judged.get("far")
+        if far:
+            # "Within" alone would hide that the watch keeps this run out of later baselines.
+            side = "below" if far["change"] < 0 else "above"
+            by = f"{far['sigmas']:.1f} σ" if far["sigmas"] is not None else "no spread"
+            text += (
+                f", though its {far['label']} lay {abs(far['change']) * 100:.0f} % {side} their median "
+                f"({by}): kept out of later baselines"
+            )
+        return text + "."
     # The figure a site watches first leads (throughput before copy times and rates), then the largest change.
     worst = min(notable, key=lambda f: (_RANK.get(f["key"], len(_RANK)), -abs(f["change"] or 0)))
     change = f"{abs(worst['change']) * 100:.0f} %" if worst["change"] is not None else "off its band"

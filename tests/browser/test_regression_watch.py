@@ -38,6 +38,7 @@ from django.utils import timezone
 from alerts.models import AlertKind, Delivery, Subscription
 from campaigns.choices import FINAL_RUN_STATES
 from campaigns.models import CampaignSchedule, Run, Transfer
+from campaigns.results import baseline_choice
 from campaigns.runs import scheduling
 from collectors.events import log_event
 from collectors.models import Host
@@ -160,12 +161,17 @@ def test_scheduled_runs_within_band_then_a_slowed_door_is_judged_regressed_and_a
             for server in (source, door):
                 server.stop()
 
-    throughputs = [r.summary["total"]["throughput_bps"] for r in history]
+    # A night the machine's load held far below the others (10 MB/s against 16, 17, 15, 13 once in
+    # CI with six test processes) is kept out of later baselines by the watch's "far" rule, and
+    # its headline says so: the baseline is the nights counted, the noise theirs.
+    counted = [r for r in history if baseline_choice.standing(r)["counted"]]
+    throughputs = [r.summary["total"]["throughput_bps"] for r in counted]
     median = statistics.median(throughputs)
     noise = max(abs(t - median) for t in throughputs) / median
     drop = 1 - slowed.summary["total"]["throughput_bps"] / median
     report = (
-        f"history {[round(t / 1e6) for t in throughputs]} MB/s (largest deviation from the median {noise:.1%}); "
+        f"history {[round(r.summary['total']['throughput_bps'] / 1e6) for r in history]} MB/s, "
+        f"counted {[r.pk for r in counted]} (largest deviation from their median {noise:.1%}); "
         f"slowed {slowed.summary['total']['throughput_bps'] / 1e6:.0f} MB/s ({drop:.0%} less)\n"
         + "\n".join(
             f"run {r.pk}: {r.state} {r.summary['total'].get('files_ok')} ok {r.summary['total'].get('errors')} "
@@ -189,13 +195,19 @@ def test_scheduled_runs_within_band_then_a_slowed_door_is_judged_regressed_and_a
 
     judged = slowed.summary["judgement"]
     assert judged["status"] == "regressed", report
-    assert judged["baseline_runs"] == [r.pk for r in reversed(history)]
+    assert len(counted) >= HISTORY - 2, report
+    assert judged["baseline_runs"] == [r.pk for r in reversed(counted)], report
+    for run in history:
+        if run not in counted:
+            assert run.summary["judgement"]["headline"].endswith("kept out of later baselines."), report
     throughput = figures(slowed)["throughput"]
     assert throughput["status"] == "regressed" and throughput["value"] < throughput["low"], report
     assert throughput["change"] == pytest.approx(-drop, abs=0.01)
     # 16 copies make no p95 (their second slowest): it is not judged, here or in the band.
     assert "duration_p95" not in figures(slowed) and "duration_p95" not in figures(history[-1])
-    assert judged["headline"].startswith(f"Throughput regressed {drop * 100:.0f} % against the median of 6"), report
+    assert judged["headline"].startswith(
+        f"Throughput regressed {drop * 100:.0f} % against the median of {len(counted)}"
+    ), report
     assert [s["event"] for s in judged["suspects"]] == [change.pk], report
     assert "config change on watched-door at" in judged["headline"]
 

@@ -88,6 +88,9 @@ def test_a_slow_run_its_wide_band_held_stays_out_of_later_baselines():
     assert j["status"] == "within" and t["sigmas"] > baselines.FAR_SIGMAS
     assert t["why"].startswith("inside the band, yet") and "kept out of later baselines" in t["why"]
     assert j["far"]["key"] == "throughput" and j["far"]["change"] == pytest.approx(-0.4)
+    # The headline says so too: "within" alone read as a night that joins the history.
+    assert j["headline"].startswith("Within the band of its 3 comparable runs on every figure, though its throughput")
+    assert "lay 40 % below their median" in j["headline"] and j["headline"].endswith("kept out of later baselines.")
     standing = baseline_choice.standing(slowish)
     assert standing["counted"] is False and "40 % from its baseline's median" in standing["why"], standing
     assert slowish.pk not in judged(finished(campaign, now + timedelta(hours=1), 100 * MB))["baseline_runs"]
