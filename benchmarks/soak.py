@@ -476,14 +476,20 @@ class Soak:
                 found["ok"] += 1
         found["twice"] = sum(n - 1 for n in destinations.values() if n > 1)
         recorded_paths = {self._local(t.destination) for t in run.transfers.filter(state="succeeded")}
+        records = {
+            self._local(destination): f"{state} {category or '-'}"
+            for destination, state, category in run.transfers.values_list("destination", "state", "error_category")
+        }
         for door in self.doors.values():
             # The run's copies (…/runs/run-<id>/) and the sources it made (…/source/run-<id>-sources/).
             for pattern in (f"**/run-{run.pk}", f"**/run-{run.pk}-sources"):
                 for folder in door.data_dir.glob(pattern):
                     if pattern.endswith(f"run-{run.pk}"):
-                        found["unrecorded_files"] += sum(
-                            1 for p in folder.rglob("*") if p.is_file() and p not in recorded_paths
-                        )
+                        for stray in (p for p in folder.rglob("*") if p.is_file() and p not in recorded_paths):
+                            # What its copy's record says: a copy whose door died or hung could
+                            # not have its partial file removed; a failed copy on a live door could.
+                            found["unrecorded_files"] += 1
+                            found[f"unrecorded: {records.get(stray, 'no record')}, run {run.state}"] += 1
                     shutil.rmtree(folder, ignore_errors=True)
         return dict(found)
 
@@ -763,6 +769,9 @@ class Soak:
             "lost_detail": {k: checked.get(k, 0) for k in ("missing", "wrong_size", "wrong_checksum")},
             "recorded_twice": checked.get("twice", 0),
             "files_on_disk_not_recorded": checked.get("unrecorded_files", 0),
+            "not_recorded_by_record": {
+                k.removeprefix("unrecorded: "): n for k, n in sorted(checked.items()) if k.startswith("unrecorded: ")
+            },
             "left_live": by_state.get("queued", 0) + by_state.get("active", 0),
             "runs_unchecked": soak_runs.exclude(pk__in=list(self.checked)).count(),
             "recovery_by_kind": {
@@ -975,6 +984,7 @@ def report_text(report: dict) -> str:
         f"{report['files_on_disk_matching']} on disk with size and adler32 matching, {report['files_lost']} lost "
         f"{report['lost_detail']}, {report['recorded_twice']} recorded twice, {report['left_live']} left live, "
         f"{report['files_on_disk_not_recorded']} on disk but not recorded succeeded",
+        f"on disk but not recorded succeeded, by their copy's record: {report.get('not_recorded_by_record', {})}",
         f"transfers by state: {report['transfers_by_state']}; failed by category: {report['failed_by_category']}",
         "recovery (fault's end to the next copy that succeeded):",
         *(

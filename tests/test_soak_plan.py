@@ -6,6 +6,8 @@ from __future__ import annotations
 import itertools
 from collections import Counter
 
+import pytest
+
 from benchmarks.soak import DOORS, FULL_DOOR, KINDS, Soak, fault_plan
 
 
@@ -174,3 +176,43 @@ def test_a_fill_its_collector_could_not_see_counts_its_copies_episode_and_says_s
         "collector stopped through it: recorded by its copies' episode": 1,
         "not recorded": 1,
     }
+
+
+@pytest.mark.django_db
+def test_a_runs_files_are_checked_on_the_doors_disk_and_each_stray_file_says_what_its_copy_was(tmp_path):
+    """Each succeeded copy is on the door with its size and adler32; a file on the door that no
+    succeeded record holds is counted under its copy's record (a failed copy's partial file, or
+    a file no copy wrote), then the run's folder is removed."""
+    from benchmarks.soak import adler32_of
+    from campaigns.models import Run, Transfer
+    from devsite.xrootd_server import XRootDServer
+    from tests.support.factories import mock_campaign
+
+    door = XRootDServer("door2", tmp_path / "door2")  # never started: only its namespace is read
+    run = Run.objects.create(campaign=mock_campaign("soaked"), state="partial")
+    folder = door.local_path(f"/data/runs/run-{run.pk}")
+    folder.mkdir(parents=True)
+    (folder / "ok").write_bytes(b"x" * 1000)
+    (folder / "partial").write_bytes(b"x" * 10)
+    (folder / "nobodys").write_bytes(b"y")
+    endpoint = run.campaign.sources.first()
+
+    def record(index: int, name: str, state: str, **fields) -> None:
+        Transfer.objects.create(
+            run=run, index=index, source=f"mock://src.test/{index}",
+            destination=door.root_url_for(f"/data/runs/run-{run.pk}/{name}"),
+            source_endpoint=endpoint, destination_endpoint=endpoint, state=state, **fields,
+        )  # fmt: skip
+
+    record(0, "ok", "succeeded", size=1000, destination_checksum=f"adler32:{adler32_of(folder / 'ok')}")
+    record(1, "partial", "failed", size=1000, error_category="transfer_timeout")
+    record(2, "gone", "succeeded", size=1000)
+
+    soak = Soak.__new__(Soak)
+    soak.doors = {"door2": door}
+    found = soak.check_run(run)
+
+    assert found["ok"] == 1 and found["missing"] == 1 and found["unrecorded_files"] == 2, found
+    assert found["unrecorded: failed transfer_timeout, run partial"] == 1, found
+    assert found["unrecorded: no record, run partial"] == 1, found
+    assert not folder.exists()
