@@ -11,7 +11,8 @@ that used a nonce goes through django-csp's own code, as before.
 from __future__ import annotations
 
 from csp.constants import HEADER, HEADER_REPORT_ONLY
-from csp.middleware import CheckableLazyObject, CSPMiddleware
+from csp.exceptions import CSPNonceError
+from csp.middleware import CSPMiddleware
 from csp.utils import build_policy
 from django.conf import settings
 from django.core.signals import setting_changed
@@ -45,13 +46,41 @@ def _forget(setting: str, **kwargs) -> None:
         _built = None
 
 
+class NonceAfterHeader:
+    """What ``request.csp_nonce`` is once the header is written. Its value is refused, as by
+    django-csp's own placeholder, but it is a plain object: django-csp's is a lazy object whose
+    ``__class__`` raises, and XRootD's client, at exit, calls ``isinstance`` on every live object
+    to close its open files. A request still referenced then (a test's) stopped that loop with
+    CSPNonceError, leaving the files it had not reached open."""
+
+    __slots__ = ()
+
+    def __bool__(self) -> bool:
+        return False  # as django-csp's: no nonce was made
+
+    def __str__(self) -> str:
+        raise CSPNonceError(
+            "The 'csp_nonce' attribute is not available after the CSP header has been written. "
+            "Consider adjusting your MIDDLEWARE order."
+        )
+
+    def __format__(self, spec: str) -> str:
+        return str(self)  # f"{nonce}" is refused like str()
+
+
+AFTER_HEADER = NonceAfterHeader()
+
+
 class SitePolicyCSPMiddleware(CSPMiddleware):
     """django-csp's middleware, with the site's unchanged policy built once (module docstring)."""
 
     def process_response(self, request: HttpRequest, response: HttpResponseBase) -> HttpResponseBase:
         changed = any(hasattr(response, attribute) for attribute in _PER_RESPONSE)
         if changed or settings.DEBUG or getattr(request, "_csp_nonce", None) is not None:
-            return super().process_response(request, response)
+            response = super().process_response(request, response)
+            if getattr(request, "_csp_nonce", None) is None:
+                request.csp_nonce = AFTER_HEADER
+            return response
         # What django-csp does for such a response, with the policy already built: its header
         # set unless the view set one itself, and EXCLUDE_URL_PREFIXES honoured.
         for name, policy in site_headers().items():
@@ -60,5 +89,5 @@ class SitePolicyCSPMiddleware(CSPMiddleware):
             if name not in response and not request.path_info.startswith(tuple(prefixes)):
                 response[name] = policy
         # After the header is written a nonce can no longer be had (django-csp's own behaviour).
-        request.csp_nonce = CheckableLazyObject(self._csp_nonce_post_response)
+        request.csp_nonce = AFTER_HEADER
         return response

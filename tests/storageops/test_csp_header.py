@@ -4,6 +4,8 @@ own changes and a nonce asked for."""
 
 from __future__ import annotations
 
+import gc
+
 import pytest
 from csp.constants import HEADER, HEADER_REPORT_ONLY, NONCE
 from csp.decorators import csp_exempt, csp_replace, csp_update
@@ -11,6 +13,7 @@ from csp.exceptions import CSPNonceError
 from csp.middleware import CSPMiddleware
 from django.http import HttpResponse
 from django.test import RequestFactory
+from XRootD.client import File
 
 from storageops.csp_header import SitePolicyCSPMiddleware
 
@@ -94,11 +97,25 @@ def test_a_changed_policy_is_built_again(settings):
     assert second[HEADER] == "default-src 'none'"
 
 
-def test_a_nonce_asked_for_after_the_header_is_written_is_refused(settings):
+@pytest.mark.parametrize("view", ["plain", "updated"])  # our own path, and django-csp's
+def test_a_nonce_asked_for_after_the_header_is_written_is_refused(settings, view):
     settings.CONTENT_SECURITY_POLICY = POLICY
-    request, _ = _answer(SitePolicyCSPMiddleware, _plain)
+    request, _ = _answer(SitePolicyCSPMiddleware, VIEWS[view])
     with pytest.raises(CSPNonceError):
         str(request.csp_nonce)
+    with pytest.raises(CSPNonceError):
+        f"{request.csp_nonce}"
+    assert not request.csp_nonce
+
+
+def test_a_request_kept_alive_does_not_stop_what_walks_every_object_at_exit(settings):
+    """XRootD's client closes its open files at exit by calling isinstance on every live object
+    (XRootD/client/finalize.py); django-csp's placeholder raised there and stopped the loop."""
+    settings.CONTENT_SECURITY_POLICY = POLICY
+    kept = [_answer(SitePolicyCSPMiddleware, VIEWS[view])[0] for view in ("plain", "updated")]
+    assert all(not isinstance(request.csp_nonce, str) for request in kept)
+    walked = sum(1 for obj in gc.get_objects() if isinstance(obj, File))
+    assert walked == 0
 
 
 def test_the_site_pages_carry_the_site_policy(client, operator):
