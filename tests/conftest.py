@@ -12,6 +12,7 @@ from django.core.servers.basehttp import ThreadedWSGIServer
 from django.test.testcases import LiveServerThread
 
 from storageops import roles
+from tests.support import flush_snapshot
 from tests.support.workers import celery_worker
 
 
@@ -27,6 +28,14 @@ class _NoDelayWSGIServer(ThreadedWSGIServer):
 
 
 LiveServerThread.server_class = _NoDelayWSGIServer
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _post_migrate_rows_replayed_after_each_flush():
+    """See tests/support/flush_snapshot.py: 0.14 s of CPU saved per transactional test."""
+    undo = flush_snapshot.install()
+    yield
+    undo()
 
 
 @pytest.fixture(scope="session", autouse=True)
